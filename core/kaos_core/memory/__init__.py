@@ -1,0 +1,1 @@
+"""The memory service's wire contract and its client, shared by server, agent and CLI."""

@@ -1,0 +1,256 @@
+"""``MemoryServiceClient``: the one way agents and the CLI talk to a memory service.
+
+Failure semantics follow the contract: ``recall`` and ``list`` never raise on transport
+errors or server failures (they answer an empty, ``degraded`` response, since memory is
+augmentation); ``write`` and ``forget`` raise ``MemoryUnavailable`` only in strict mode
+and otherwise answer ``degraded``. A 4xx answer is the caller's mistake (bad scope,
+posture denial) and always raises ``MemoryRequestRejected``: retrying cannot fix it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import aiohttp
+from pydantic import BaseModel, ValidationError
+
+from kaos_core.memory.contract import (
+    ALL_TIERS,
+    ErrorResponse,
+    FailureMode,
+    ForgetRequest,
+    ForgetResponse,
+    Level,
+    ListRequest,
+    ListResponse,
+    RecallRequest,
+    RecallResponse,
+    Tier,
+    Turn,
+    WriteRequest,
+    WriteResponse,
+)
+from kaos_core.memory.identity import Identity, validate_agent_identity, validate_subject
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=BaseModel)
+
+
+class MemoryClientError(Exception):
+    """Root of the client's errors."""
+
+
+class MemoryUnavailable(MemoryClientError):
+    """Transport failure, timeout or 5xx: temporary, worth a retry later."""
+
+
+class MemoryRequestRejected(MemoryClientError):
+    """A 4xx answer: the request itself is wrong or not allowed."""
+
+    def __init__(self, status: int, code: str, message: str, request_id: str | None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+
+class MemoryServiceClient:
+    """Async client for one memory service, bound to one calling agent (or none: admin).
+
+    The agent identity is fixed at construction, from the pod's ``AGENT_IDENTITY``;
+    principal and session vary per call and come from the request context.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        agent_identity: str | None = None,
+        timeout: float = 10.0,
+        failure_mode: FailureMode = "soft",
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.agent_identity = (
+            None if agent_identity is None else validate_agent_identity(agent_identity)
+        )
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self.failure_mode: FailureMode = failure_mode
+        self._session = session
+        self._owns_session = session is None
+
+    async def __aenter__(self) -> MemoryServiceClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None and self._owns_session:
+            await self._session.close()
+            self._session = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self.timeout)
+        return self._session
+
+    def _identity(self, session_id: str | None, principal: str | None) -> Identity:
+        return Identity(
+            agent=self.agent_identity,
+            principal=None if principal is None else validate_subject("principal", principal),
+            session=None if session_id is None else validate_subject("session", session_id),
+        )
+
+    async def _post(
+        self,
+        path: str,
+        body: BaseModel,
+        identity: Identity,
+        response_model: type[R],
+        request_id: str | None,
+    ) -> R:
+        headers = identity.headers()
+        if request_id is not None:
+            headers["X-Request-Id"] = request_id
+        try:
+            async with self._http().post(
+                self.base_url + path,
+                data=body.model_dump_json(exclude_none=True),
+                headers={**headers, "Content-Type": "application/json"},
+                timeout=self.timeout,
+            ) as resp:
+                payload: Any = await resp.json(content_type=None)
+                if resp.status >= 500:
+                    raise MemoryUnavailable(_describe(resp.status, payload))
+                if resp.status >= 400:
+                    err = ErrorResponse.model_validate(payload)
+                    raise MemoryRequestRejected(
+                        resp.status, err.error.code, err.error.message, err.request_id
+                    )
+                return response_model.model_validate(payload)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            if isinstance(exc, ValidationError):
+                raise MemoryUnavailable(f"unexpected answer from {path}: {exc}") from exc
+            raise MemoryUnavailable(f"{path}: {type(exc).__name__}: {exc}") from exc
+
+    async def write(
+        self,
+        turns: Sequence[Turn | tuple[str, str]],
+        *,
+        session_id: str,
+        principal: str | None = None,
+        infer: bool = True,
+        failure_mode: FailureMode | None = None,
+        request_id: str | None = None,
+    ) -> WriteResponse:
+        mode = failure_mode or self.failure_mode
+        body = WriteRequest(
+            turns=[t if isinstance(t, Turn) else Turn(role=t[0], content=t[1]) for t in turns],  # type: ignore[arg-type]
+            infer=infer,
+            failure_mode=mode,
+        )
+        try:
+            return await self._post(
+                "/v1/write", body, self._identity(session_id, principal), WriteResponse, request_id
+            )
+        except MemoryUnavailable:
+            if mode == "strict":
+                raise
+            log.warning("memory write degraded", exc_info=True)
+            return WriteResponse(accepted=0, scheduled=False, degraded=True)
+
+    async def recall(
+        self,
+        level: Level,
+        query: str,
+        *,
+        session_id: str | None = None,
+        principal: str | None = None,
+        top_k: int | None = None,
+        include: Sequence[Tier] = ALL_TIERS,
+        request_id: str | None = None,
+    ) -> RecallResponse:
+        body = RecallRequest(level=level, query=query, top_k=top_k, include=list(include))
+        try:
+            return await self._post(
+                "/v1/recall",
+                body,
+                self._identity(session_id, principal),
+                RecallResponse,
+                request_id,
+            )
+        except MemoryUnavailable:
+            log.warning("memory recall degraded", exc_info=True)
+            return RecallResponse(degraded=True)
+
+    async def list(
+        self,
+        level: Level,
+        *,
+        session_id: str | None = None,
+        principal: str | None = None,
+        include: Sequence[Tier] = ALL_TIERS,
+        limit: int = 100,
+        cursor: str | None = None,
+        request_id: str | None = None,
+    ) -> ListResponse:
+        body = ListRequest(level=level, include=list(include), limit=limit, cursor=cursor)
+        try:
+            return await self._post(
+                "/v1/list", body, self._identity(session_id, principal), ListResponse, request_id
+            )
+        except MemoryUnavailable:
+            log.warning("memory list degraded", exc_info=True)
+            return ListResponse(degraded=True)
+
+    async def forget(
+        self,
+        level: Level,
+        *,
+        session_id: str | None = None,
+        principal: str | None = None,
+        failure_mode: FailureMode | None = None,
+        request_id: str | None = None,
+    ) -> ForgetResponse:
+        mode = failure_mode or self.failure_mode
+        body = ForgetRequest(level=level, failure_mode=mode)
+        try:
+            return await self._post(
+                "/v1/forget",
+                body,
+                self._identity(session_id, principal),
+                ForgetResponse,
+                request_id,
+            )
+        except MemoryUnavailable:
+            if mode == "strict":
+                raise
+            log.warning("memory forget degraded", exc_info=True)
+            return ForgetResponse(degraded=True)
+
+    async def ready(self) -> bool:
+        """True when the service answers ``/readyz`` with 200."""
+        try:
+            async with self._http().get(self.base_url + "/readyz") as resp:
+                return resp.status == 200
+        except (TimeoutError, aiohttp.ClientError):
+            return False
+
+
+def _describe(status: int, payload: Any) -> str:
+    try:
+        err = ErrorResponse.model_validate(payload)
+    except ValidationError:
+        return f"HTTP {status}"
+    return f"HTTP {status} {err.error.code}: {err.error.message}"

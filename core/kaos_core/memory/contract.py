@@ -1,0 +1,166 @@
+"""Memory HTTP contract v1: one request and one response model per endpoint.
+
+The service and every client import these models, so the two sides cannot drift. The
+pinned text is ``shared/spec/memory-http-v1.md``. Request models are strict (no type
+coercion) and forbid unknown fields; identity never travels in a body (see
+``kaos_core.memory.identity``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Level = Literal["session", "agent", "user", "store"]
+Role = Literal["user", "assistant", "system", "tool"]
+Tier = Literal["short_term", "medium_term", "long_term"]
+FailureMode = Literal["soft", "strict"]
+
+ALL_TIERS: tuple[Tier, ...] = ("short_term", "medium_term", "long_term")
+CONVERSATIONAL_TIERS: frozenset[Tier] = frozenset({"short_term", "medium_term"})
+
+# Read scopes an agent can be entitled to, narrowest first. ``store`` is administrative
+# and sits outside the order: it is never granted to an agent.
+READ_SCOPE_ORDER: tuple[Level, ...] = ("session", "agent", "user")
+
+# Keys that would let a caller choose its own scope or attribution. Rejected anywhere in
+# a body (top level or inside a turn) with 400: identity comes from headers only.
+IDENTITY_FIELDS: frozenset[str] = frozenset(
+    {
+        "principal",
+        "user_id",
+        "agent_id",
+        "agent_identity",
+        "session_id",
+        "run_id",
+        "scope",
+        "attribution",
+    }
+)
+
+
+def scope_rank(level: Level) -> int:
+    """Position of a read scope in the order session < agent < user."""
+    return READ_SCOPE_ORDER.index(level)
+
+
+def levels_up_to(ceiling: Level) -> tuple[Level, ...]:
+    """Every agent-usable read scope no wider than ``ceiling``."""
+    return READ_SCOPE_ORDER[: scope_rank(ceiling) + 1]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Turn(_Request):
+    role: Role
+    content: str = Field(max_length=256 * 1024)
+
+
+class WriteRequest(_Request):
+    turns: list[Turn] = Field(min_length=1, max_length=1000)
+    infer: bool = True
+    failure_mode: FailureMode | None = None
+
+
+class WriteResponse(_Response):
+    accepted: int
+    scheduled: bool
+    degraded: bool = False
+
+
+def _unique_tiers(value: list[Tier]) -> list[Tier]:
+    if len(set(value)) != len(value):
+        raise ValueError("include lists a tier twice")
+    return value
+
+
+class RecallRequest(_Request):
+    level: Level
+    query: str = Field(max_length=64 * 1024)
+    top_k: int | None = Field(default=None, ge=1, le=100)
+    include: list[Tier] = Field(default_factory=lambda: list(ALL_TIERS), min_length=1)
+
+    _check_include = field_validator("include")(_unique_tiers)
+
+
+class ListRequest(_Request):
+    level: Level
+    include: list[Tier] = Field(default_factory=lambda: list(ALL_TIERS), min_length=1)
+    limit: int = Field(default=100, ge=1, le=1000)
+    cursor: str | None = Field(default=None, max_length=1024)
+
+    _check_include = field_validator("include")(_unique_tiers)
+
+
+class ForgetRequest(_Request):
+    level: Level
+    failure_mode: FailureMode | None = None
+
+
+class Fact(_Response):
+    id: str
+    text: str
+    score: float | None = None
+    agent_id: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    created_at: str
+
+
+class LongTerm(_Response):
+    facts: list[Fact] = Field(default_factory=list)
+    block: str = ""
+
+
+class MediumTerm(_Response):
+    summary: str | None = None
+    version: int | None = None
+
+
+class WindowTurn(_Response):
+    role: str
+    content: str
+    at: str
+
+
+class ShortTerm(_Response):
+    window: list[WindowTurn] = Field(default_factory=list)
+
+
+class RecallResponse(_Response):
+    long_term: LongTerm = Field(default_factory=LongTerm)
+    medium_term: MediumTerm = Field(default_factory=MediumTerm)
+    short_term: ShortTerm = Field(default_factory=ShortTerm)
+    degraded: bool = False
+
+
+class ListResponse(RecallResponse):
+    next_cursor: str | None = None
+
+
+class Forgotten(_Response):
+    short_term: int = 0
+    medium_term: int = 0
+    long_term: int = 0
+
+
+class ForgetResponse(_Response):
+    forgotten: Forgotten = Field(default_factory=Forgotten)
+    degraded: bool = False
+
+
+class ErrorDetail(_Response):
+    code: str
+    message: str
+
+
+class ErrorResponse(_Response):
+    error: ErrorDetail
+    request_id: str

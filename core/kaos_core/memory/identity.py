@@ -1,0 +1,121 @@
+"""Identity from request headers: the only place a scope's owner keys come from.
+
+The same parser runs in the service (authoritative) and in clients (to fail before
+sending). A header that is malformed, empty, oversized, carries control characters or
+is the ``*`` wildcard is rejected: a wildcard or filter operator reaching Mem0 through
+an identity would widen the query beyond the caller's tenant.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kaos_core.errors import BadRequest
+
+AGENT_IDENTITY_HEADER = "X-Agent-Identity"
+PRINCIPAL_HEADER = "X-Principal"
+SESSION_HEADER = "X-Session-Id"
+
+MAX_IDENTITY_LENGTH = 256
+
+# kaos://agent/<namespace>/<name>: a DNS-1123 label, then a DNS-1123 subdomain.
+AGENT_IDENTITY_RE = re.compile(
+    r"^kaos://agent/(?P<ns>[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)"
+    r"/(?P<name>[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)$"
+)
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The verified context of one request; ``None`` means the header was absent."""
+
+    agent: str | None = None
+    principal: str | None = None
+    session: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if self.agent is not None:
+            out[AGENT_IDENTITY_HEADER] = self.agent
+        if self.principal is not None:
+            out[PRINCIPAL_HEADER] = self.principal
+        if self.session is not None:
+            out[SESSION_HEADER] = self.session
+        return out
+
+
+def agent_identity(namespace: str, name: str) -> str:
+    value = f"kaos://agent/{namespace}/{name}"
+    validate_agent_identity(value)
+    return value
+
+
+def validate_agent_identity(value: str) -> str:
+    if len(value) > MAX_IDENTITY_LENGTH + 32 or not AGENT_IDENTITY_RE.match(value):
+        raise BadRequest(
+            f"{AGENT_IDENTITY_HEADER} must be kaos://agent/<namespace>/<name>",
+            code="bad_identity_header",
+        )
+    return value
+
+
+def validate_subject(header: str, value: str) -> str:
+    """Check a principal or session id (free-form, but never empty, huge or a wildcard)."""
+    problem = None
+    if value == "" or value.strip() == "":
+        problem = "is empty"
+    elif len(value) > MAX_IDENTITY_LENGTH:
+        problem = f"is longer than {MAX_IDENTITY_LENGTH} characters"
+    elif _CONTROL_RE.search(value):
+        problem = "contains control characters"
+    elif value.strip() == "*":
+        problem = "is the wildcard '*'"
+    if problem is not None:
+        raise BadRequest(f"{header} {problem}", code="bad_identity_header")
+    return value
+
+
+def parse_identity(headers: Mapping[str, str]) -> Identity:
+    """Read the identity headers; absent headers are ``None``, present ones must be valid."""
+
+    def get(name: str) -> str | None:
+        # Header lookup is case-insensitive in aiohttp's CIMultiDict; a plain dict is
+        # tried as given. A repeated header is ambiguous and so refused.
+        getall = getattr(headers, "getall", None)
+        if getall is not None:
+            values = getall(name, [])
+            if len(values) > 1:
+                raise BadRequest(f"{name} given more than once", code="bad_identity_header")
+            return values[0] if values else None
+        return headers.get(name)
+
+    agent = get(AGENT_IDENTITY_HEADER)
+    principal = get(PRINCIPAL_HEADER)
+    session = get(SESSION_HEADER)
+    return Identity(
+        agent=None if agent is None else validate_agent_identity(agent),
+        principal=None if principal is None else validate_subject(PRINCIPAL_HEADER, principal),
+        session=None if session is None else validate_subject(SESSION_HEADER, session),
+    )
+
+
+def find_identity_fields(doc: object, identity_fields: frozenset[str]) -> list[str]:
+    """Paths of identity keys anywhere in a request body (top level and inside turns)."""
+    found: list[str] = []
+
+    def walk(node: object, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                here = f"{path}.{key}" if path else str(key)
+                if key in identity_fields:
+                    found.append(here)
+                walk(value, here)
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{path}[{i}]")
+
+    walk(doc, "")
+    return found
