@@ -1,0 +1,129 @@
+"""Start project services as real processes on loopback ports, and stop them cleanly.
+
+Services run as subprocesses (not in the test's event loop) because Mem0 and other
+synchronous libraries would otherwise block the loop that also serves their requests.
+Readiness is awaited by polling the service's own health endpoint with a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    """A port that was free a moment ago on 127.0.0.1 (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def console_script(name: str) -> str:
+    """Path of a console script installed in this interpreter's environment."""
+    path = VENV_BIN / name
+    return str(path) if path.exists() else name
+
+
+@dataclass
+class ServiceProcess:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        """Send ``sig`` and wait; escalate to SIGKILL of the whole group after ``timeout``."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(sig)
+                return self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.wait()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def wait_http_ok(url: str, proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before {url} answered")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+                last = f"HTTP {resp.status}"
+        except urllib.error.HTTPError as exc:
+            last = f"HTTP {exc.code}"
+        except (urllib.error.URLError, OSError) as exc:
+            last = str(exc)
+        time.sleep(0.05)  # polling interval of a readiness wait, not a synchronisation
+    raise TimeoutError(f"{url} not ready after {timeout}s: {last}")
+
+
+def start_service(
+    name: str,
+    argv: Sequence[str],
+    *,
+    port: int,
+    env: Mapping[str, str] | None = None,
+    log_dir: Path,
+    ready_path: str = "/readyz",
+    timeout: float = 60.0,
+) -> ServiceProcess:
+    """Start ``argv`` in its own process group and wait until ``ready_path`` answers 200."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    full_env = {**os.environ, **(env or {})}
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            list(argv),
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=REPO_ROOT,
+        )
+    svc = ServiceProcess(name=name, proc=proc, port=port, log_path=log_path, env=dict(env or {}))
+    try:
+        wait_http_ok(f"{svc.url}{ready_path}", proc, timeout)
+    except Exception as exc:
+        svc.kill()
+        raise RuntimeError(
+            f"{name} failed to start: {exc}\n--- log tail ---\n{svc.log_tail()}"
+        ) from exc
+    return svc
