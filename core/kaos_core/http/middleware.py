@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from kaos_core.errors import KaosError
-from kaos_core.http.keys import HTTP_METRICS_KEY
+from kaos_core.http.keys import HTTP_METRICS_KEY, REQUEST_ID_KEY
 from kaos_core.logging import request_id_var
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def error_body(code: str, message: str, request_id: str) -> dict[str, object]:
 
 def request_id(request: web.Request) -> str:
     """The id the middleware assigned to this request."""
-    return str(request.get("request_id", ""))
+    return str(request.get(REQUEST_ID_KEY, ""))
 
 
 def _route_label(request: web.Request) -> str:
@@ -72,7 +72,7 @@ def _error_response(request: web.Request, rid: str, exc: BaseException) -> web.R
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     supplied = request.headers.get(REQUEST_ID_HEADER, "")
     rid = supplied if _REQUEST_ID_RE.match(supplied) else uuid.uuid4().hex
-    request["request_id"] = rid
+    request[REQUEST_ID_KEY] = rid
     token = request_id_var.set(rid)
     started = time.perf_counter()
     status = 500
@@ -96,6 +96,6 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 async def add_request_id_header(request: web.Request, response: web.StreamResponse) -> None:
-    rid = request.get("request_id")
+    rid = request.get(REQUEST_ID_KEY)
     if rid:
-        response.headers[REQUEST_ID_HEADER] = str(rid)
+        response.headers[REQUEST_ID_HEADER] = rid

@@ -1,0 +1,63 @@
+# KAOS developer entry points. On a fresh machine `make run` and `make test` do all set-up:
+# the virtual environment, PostgreSQL with pgvector, and the Kubernetes test binaries.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The stamp changes when the dependency declaration or the pins change, so a pull that
+# adds a dependency reinstalls on the next make.
+STAMP := $(VENV)/.installed
+
+PYTEST_ARGS ?=
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q --constraint constraints.txt -e '.[dev]'
+	touch $@
+
+.PHONY: venv
+venv: $(STAMP) ## create the virtual environment with every extra
+
+.PHONY: services
+services: ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries)
+	hack/postgres install
+	hack/postgres start
+	hack/k8s-build
+
+.PHONY: lint
+lint: $(STAMP) ## ruff and mypy
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+.PHONY: test
+test: $(STAMP) services lint ## everything CI runs: lint, types, all tests
+	eval "$$(hack/postgres env)"; \
+	export PATH="$$(hack/k8s-build --bin-dir):$$PATH"; \
+	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+.PHONY: unit
+unit: $(STAMP) ## the fast tests only (no PostgreSQL, no Kubernetes)
+	$(BIN)/python -m pytest -p no:cacheprovider -m "not postgres and not cluster and not kind" tests/unit $(PYTEST_ARGS)
+
+.PHONY: run
+run: $(STAMP) ## the main job: the local stack on embedded defaults with a scripted conversation
+	$(BIN)/python hack/run_local.py $(RUN_ARGS)
+
+.PHONY: constraints
+constraints: $(STAMP) ## re-pin every transitive version from the current environment
+	{ echo "# Every transitive version of the resolved install (pip freeze of .[dev])."; \
+	  echo "# Regenerate with: make constraints"; \
+	  $(BIN)/python -m pip freeze --exclude-editable | grep -v '^kaos'; } > constraints.txt
+
+.PHONY: clean
+clean: ## remove the virtual environment and caches in the checkout
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
