@@ -2,4 +2,5 @@
 
 pytest_plugins: list[str] = [
     # "tests.fixtures.<name>" — one line per fixture module.
+    "tests.fixtures.postgres",
 ]
