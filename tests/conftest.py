@@ -1,6 +1,6 @@
 """Test-wide configuration: fixture plugins live in ``tests/fixtures/``, one module per concern."""
 
 pytest_plugins: list[str] = [
-    # "tests.fixtures.<name>" — one line per fixture module.
     "tests.fixtures.postgres",
+    "tests.fixtures.devmodel",
 ]
