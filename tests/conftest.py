@@ -1,6 +1,12 @@
 """Test-wide configuration: fixture plugins live in ``tests/fixtures/``, one module per concern."""
 
 pytest_plugins: list[str] = [
+    # "tests.fixtures.<name>" — one line per fixture module.
     "tests.fixtures.postgres",
+    "tests.fixtures.cluster",
     "tests.fixtures.devmodel",
+    "tests.fixtures.memory",
+    "tests.fixtures.helm",
+    "tests.fixtures.agent",
+    "tests.fixtures.operator",
 ]

@@ -1,0 +1,1 @@
+"""The KAOS memory service: window, digest and Mem0 long-term behind the v1 contract."""

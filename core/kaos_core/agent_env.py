@@ -1,0 +1,62 @@
+"""Names of the environment variables through which the operator configures an agent pod.
+
+The operator writes these and the agent runtime reads them; both import the names from
+here so a rename cannot leave one side behind. Values, defaults and validation live with
+the runtime (``kaos_agent.settings``); this module holds names only.
+"""
+
+from __future__ import annotations
+
+# Identity and listening address.
+AGENT_NAME = "AGENT_NAME"
+AGENT_DESCRIPTION = "AGENT_DESCRIPTION"
+AGENT_IDENTITY = "AGENT_IDENTITY"  # kaos://agent/<namespace>/<name>
+AGENT_HOST = "AGENT_HOST"
+AGENT_PORT = "AGENT_PORT"
+AGENT_PUBLIC_URL = "AGENT_PUBLIC_URL"  # the URL peers and the agent card use
+AGENT_INSTRUCTIONS = "AGENT_INSTRUCTIONS"
+AGENT_A2A_ENABLED = "AGENT_A2A_ENABLED"
+
+# Model.
+MODEL_API_URL = "MODEL_API_URL"  # ModelAPI base URL as in its status; the runtime adds /v1
+MODEL_NAME = "MODEL_NAME"
+MODEL_API_KEY = "MODEL_API_KEY"
+MODEL_TIMEOUT_SECONDS = "MODEL_TIMEOUT_SECONDS"
+REASONING_LOOP_MAX_STEPS = "REASONING_LOOP_MAX_STEPS"
+
+# Tools and peers.
+MCP_SERVERS = "MCP_SERVERS"  # comma list of name:url (or bare urls), url of the /mcp endpoint
+AGENT_SUB_AGENTS = "AGENT_SUB_AGENTS"  # comma list of name:url, from agentNetwork.access
+MAX_DELEGATION_DEPTH = "MAX_DELEGATION_DEPTH"
+DELEGATION_TIMEOUT_SECONDS = "DELEGATION_TIMEOUT_SECONDS"
+
+# Memory.
+MEMORY_TYPE = "MEMORY_TYPE"  # none | local | remote
+MEMORY_ENDPOINT = "MEMORY_ENDPOINT"
+MEMORY_MAX_READ_SCOPE = "MEMORY_MAX_READ_SCOPE"  # session | agent | user
+MEMORY_TOOLS = "MEMORY_TOOLS"
+MEMORY_FAILURE_MODE = "MEMORY_FAILURE_MODE"  # soft | strict
+MEMORY_TOKEN_BUDGET = "MEMORY_TOKEN_BUDGET"
+MEMORY_TOP_K = "MEMORY_TOP_K"
+MEMORY_TIMEOUT_SECONDS = "MEMORY_TIMEOUT_SECONDS"
+MEMORY_REQUIRE_PRINCIPAL = "MEMORY_REQUIRE_PRINCIPAL"
+MEMORY_REQUIRE_AGENT_IDENTITY = "MEMORY_REQUIRE_AGENT_IDENTITY"
+
+# Autonomous mode.
+AUTONOMOUS_GOAL = "AUTONOMOUS_GOAL"
+AUTONOMOUS_INTERVAL_SECONDS = "AUTONOMOUS_INTERVAL_SECONDS"
+AUTONOMOUS_MAX_STEPS = "AUTONOMOUS_MAX_STEPS"
+AUTONOMOUS_TIMEOUT_SECONDS = "AUTONOMOUS_TIMEOUT_SECONDS"
+
+# MCP server runtime (kaos-mcp).
+MCP_HOST = "MCP_HOST"
+MCP_PORT = "MCP_PORT"
+MCP_RUNTIME = "MCP_RUNTIME"  # python-string
+MCP_TOOLS_STRING = "MCP_TOOLS_STRING"
+MCP_ALLOWED_HOSTS = "MCP_ALLOWED_HOSTS"
+MCP_SERVER_NAME = "MCP_SERVER_NAME"
+
+# Request headers the runtime reads and propagates.
+PRINCIPAL_HEADER = "X-Principal"
+SESSION_HEADER = "X-Session-Id"
+DELEGATION_DEPTH_HEADER = "X-KAOS-Delegation-Depth"

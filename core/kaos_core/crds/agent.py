@@ -1,0 +1,170 @@
+"""The Agent resource: an LLM agent with tools, peers and memory, run as a Deployment."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field
+
+from kaos_core.crds.common import (
+    AGE,
+    DNS_LABEL,
+    ENDPOINT,
+    LIST_MAX,
+    NAME_MAX,
+    PHASE,
+    TEXT_MAX,
+    CommonStatus,
+    CRDModel,
+    CustomObject,
+    KindInfo,
+    PrinterColumn,
+    cel,
+    defaulted,
+    ref_name,
+)
+
+ReadScope = Literal["session", "agent", "user"]
+MemoryType = Literal["local", "remote"]
+FailureMode = Literal["soft", "strict"]
+
+Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=DNS_LABEL)]
+
+
+class AgentMemory(CRDModel):
+    """How the agent remembers: a pod-local window, or a bound MemoryStore."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "self.type == 'remote' ? has(self.memoryStore) : !has(self.memoryStore)",
+                "memory type remote requires memoryStore; type local forbids it",
+            ),
+            (
+                "!has(self.maxReadScope) || self.maxReadScope == 'session'"
+                " || has(self.memoryStore)",
+                "a maxReadScope other than session requires a memoryStore",
+            ),
+            (
+                "!has(self.tools) || !self.tools || has(self.memoryStore)",
+                "memory tools require a memoryStore",
+            ),
+        )
+    )
+
+    enabled: bool = Field(default=True, description="Recall before and flush after each run.")
+    type: MemoryType = Field(
+        default="local",
+        description="local: pod-local short-term window; remote: the bound MemoryStore.",
+    )
+    memory_store: str | None = Field(
+        default=None,
+        max_length=NAME_MAX,
+        pattern=DNS_LABEL,
+        description="MemoryStore in this namespace (required for type remote).",
+    )
+    max_read_scope: ReadScope | None = Field(
+        default=None,
+        description=(
+            "Widest long-term read scope (baseline recall and search_memory cap). Defaults"
+            " to agent for remote memory (capped by the store), session for local."
+        ),
+    )
+    tools: bool = Field(
+        default=False,
+        description="Offer the memory tools (search_memory, save_memory) to the model.",
+    )
+    failure_mode: FailureMode = Field(
+        default="soft", description="strict: a failed memory write fails the turn."
+    )
+
+
+class AgentAutonomous(CRDModel):
+    """A goal the agent pursues on its own, every ``intervalSeconds``."""
+
+    goal: str = Field(min_length=1, max_length=TEXT_MAX)
+    interval_seconds: int = Field(default=300, ge=1, le=86400)
+
+
+class AgentConfig(CRDModel):
+    """What the agent is told and how long it may think."""
+
+    description: str | None = Field(default=None, max_length=4096)
+    instructions: str | None = Field(default=None, max_length=TEXT_MAX)
+    reasoning_loop_max_steps: int = Field(default=5, ge=1, le=100)
+    memory: AgentMemory = defaulted(AgentMemory)
+    autonomous: AgentAutonomous | None = None
+
+
+class AgentNetwork(CRDModel):
+    """Agent-to-agent delegation."""
+
+    expose: bool = Field(default=True, description="Other agents may delegate to this one.")
+    access: list[Name] = Field(
+        default_factory=list,
+        max_length=LIST_MAX,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="Agents (in this namespace) this agent may delegate to.",
+    )
+
+
+class AgentSpec(CRDModel):
+    """Desired state of an Agent."""
+
+    model_api: str = ref_name("ModelAPI that serves this agent's model.", alias="modelAPI")
+    model: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Model name; defaults to the ModelAPI's first model.",
+    )
+    mcp_servers: list[Name] = Field(
+        default_factory=list,
+        max_length=LIST_MAX,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="MCPServers (in this namespace) whose tools the agent may call.",
+    )
+    agent_network: AgentNetwork = defaulted(AgentNetwork)
+    config: AgentConfig = defaulted(AgentConfig)
+    wait_for_dependencies: bool = Field(
+        default=True,
+        description=(
+            "Hold a new Agent in Waiting until its ModelAPI, MCP servers and store are Ready."
+        ),
+    )
+    replicas: int = Field(default=1, ge=0, le=100)
+    image: str | None = Field(default=None, max_length=512)
+    resources: dict[str, Any] | None = Field(
+        default=None,
+        description="Container resources (requests, limits), as in a Pod spec.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class AgentStatus(CommonStatus):
+    """Observed state of an Agent."""
+
+    replicas: int | None = None
+    ready_replicas: int | None = None
+
+
+class Agent(CustomObject):
+    kind: str = "Agent"
+    spec: AgentSpec
+    status: AgentStatus = Field(default_factory=AgentStatus)
+
+    info: ClassVar[KindInfo] = KindInfo(
+        kind="Agent",
+        plural="agents",
+        singular="agent",
+        short_names=("kagent",),
+        description="An LLM agent with tools, peers and memory, run as a Deployment and Service.",
+        spec=AgentSpec,
+        status=AgentStatus,
+        printer_columns=(
+            PrinterColumn("ModelAPI", ".spec.modelAPI"),
+            PrinterColumn("Memory", ".spec.config.memory.type"),
+            PHASE,
+            ENDPOINT,
+            AGE,
+        ),
+    )

@@ -1,0 +1,226 @@
+"""The MemoryStore resource: one central memory service that agents bind to."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field
+
+from kaos_core.crds.agent import FailureMode, ReadScope
+from kaos_core.crds.common import (
+    AGE,
+    ENDPOINT,
+    PHASE,
+    CommonStatus,
+    CRDModel,
+    CustomObject,
+    KindInfo,
+    PrinterColumn,
+    cel,
+    defaulted,
+    ref_name,
+)
+
+StorageType = Literal["local", "external"]
+
+# A Kubernetes resource quantity such as 1Gi or 500M.
+QUANTITY = r"^[0-9]+(\.[0-9]+)?([EPTGMK]i?|[mk])?$"
+
+
+class ConnectionSecretRef(CRDModel):
+    """The Secret holding the PostgreSQL connection string (DSN)."""
+
+    name: str = Field(min_length=1, max_length=253)
+    key: str = Field(default="dsn", min_length=1, max_length=253)
+
+
+class StoreStorage(CRDModel):
+    """Where the store keeps every tier: one volume (local) or PostgreSQL (external)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "self.type != 'external' || has(self.connectionSecret)",
+                "external storage requires connectionSecret",
+            ),
+            (
+                "self.type != 'local' || !has(self.connectionSecret)",
+                "local storage takes no connectionSecret",
+            ),
+        )
+    )
+
+    type: StorageType = Field(
+        default="local",
+        description=(
+            "local: SQLite + embedded Chroma on one volume; external: PostgreSQL + pgvector."
+        ),
+    )
+    size: str = Field(
+        default="1Gi", max_length=32, pattern=QUANTITY, description="Local volume size."
+    )
+    storage_class_name: str | None = Field(default=None, max_length=253)
+    connection_secret: ConnectionSecretRef | None = None
+
+
+class ModelRole(CRDModel):
+    """A model of a ModelAPI in this namespace."""
+
+    model_api: str = ref_name("ModelAPI serving the model.", alias="modelAPI")
+    model: str | None = Field(
+        default=None, max_length=253, description="Model name; defaults to the ModelAPI's first."
+    )
+
+
+class EmbeddingRole(ModelRole):
+    dimensions: int = Field(default=1536, ge=8, le=16384, description="Vector size.")
+
+
+class StoreModels(CRDModel):
+    """The two model roles: summarization (extraction, digests) and embedding (the index)."""
+
+    # The memory service takes one model base URL (KAOS_MEMORY_MODEL_BASE_URL), so both
+    # roles must be served by one ModelAPI until it grows a second one.
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "self.summarization.modelAPI == self.embedding.modelAPI",
+                "summarization and embedding must use the same ModelAPI",
+            ),
+        )
+    )
+
+    summarization: ModelRole
+    embedding: EmbeddingRole
+
+
+class ShortTermTier(CRDModel):
+    """The verbatim window, bounded by tokens; folding into the digest keeps it small."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "!has(self.foldTriggerTokens) || self.foldTriggerTokens <= self.tokenBudget",
+                "foldTriggerTokens must not exceed tokenBudget",
+            ),
+            (
+                "!has(self.foldTargetTokens) || self.foldTargetTokens <"
+                " (has(self.foldTriggerTokens) ? self.foldTriggerTokens : self.tokenBudget)",
+                "foldTargetTokens must be below the fold trigger"
+                " (foldTriggerTokens, else tokenBudget)",
+            ),
+            (
+                "has(self.foldTargetTokens) || !has(self.foldTriggerTokens)"
+                " || self.tokenBudget / 2 < self.foldTriggerTokens",
+                "foldTriggerTokens must exceed the default fold target (tokenBudget / 2);"
+                " set foldTargetTokens",
+            ),
+        )
+    )
+
+    token_budget: int = Field(
+        default=4096, ge=16, le=10_000_000, description="Window budget in tokens."
+    )
+    fold_trigger_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Window size that starts a fold (compaction); defaults to tokenBudget.",
+    )
+    fold_target_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Window size a fold leaves; defaults to tokenBudget / 2.",
+    )
+    max_events: int = Field(default=2000, ge=2, le=1_000_000, description="Hard event cap.")
+
+
+class MediumTermTier(CRDModel):
+    """The rolling per-session digest."""
+
+    digest_retention: int = Field(
+        default=20, ge=1, le=10_000, description="Digest versions kept per session."
+    )
+
+
+class LongTermTier(CRDModel):
+    """The semantic store (Mem0)."""
+
+    recall_top_k: int = Field(default=10, ge=1, le=100, description="Facts recalled per read.")
+
+
+class StoreTiers(CRDModel):
+    short_term: ShortTermTier = defaulted(ShortTermTier)
+    medium_term: MediumTermTier = defaulted(MediumTermTier)
+    long_term: LongTermTier = defaulted(LongTermTier)
+
+
+class MemoryStoreSpec(CRDModel):
+    """Desired state of a MemoryStore."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "!has(self.replicas) || self.replicas == 1"
+                " || (has(self.storage) && self.storage.type == 'external')",
+                "a local MemoryStore has exactly one replica",
+            ),
+        )
+    )
+
+    storage: StoreStorage = defaulted(StoreStorage)
+    replicas: int | None = Field(
+        default=None, ge=1, le=20, description="Defaults to 1 (local) or 2 (external)."
+    )
+    collection: str = Field(
+        default="kaos_memory",
+        max_length=63,
+        pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_]{1,61}[a-zA-Z0-9]$",
+        description="Vector collection, and so the store group.",
+    )
+    models: StoreModels
+    tiers: StoreTiers = defaulted(StoreTiers)
+    max_read_scope: ReadScope = Field(default="agent", description="Ceiling for agent reads.")
+    default_failure_mode: FailureMode = "soft"
+    image: str | None = Field(default=None, max_length=512)
+    resources: dict[str, Any] | None = Field(
+        default=None,
+        description="Container resources (requests, limits), as in a Pod spec.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+    def effective_replicas(self) -> int:
+        if self.replicas is not None:
+            return self.replicas
+        return 2 if self.storage.type == "external" else 1
+
+
+class MemoryStoreStatus(CommonStatus):
+    """Observed state of a MemoryStore."""
+
+    replicas: int | None = None
+    ready_replicas: int | None = None
+
+
+class MemoryStore(CustomObject):
+    kind: str = "MemoryStore"
+    spec: MemoryStoreSpec
+    status: MemoryStoreStatus = Field(default_factory=MemoryStoreStatus)
+
+    info: ClassVar[KindInfo] = KindInfo(
+        kind="MemoryStore",
+        plural="memorystores",
+        singular="memorystore",
+        short_names=("mstore",),
+        description="A central memory service (short-term, digest, long-term) agents bind to.",
+        spec=MemoryStoreSpec,
+        status=MemoryStoreStatus,
+        printer_columns=(
+            PrinterColumn("Storage", ".spec.storage.type"),
+            PrinterColumn("Replicas", ".status.replicas", "integer"),
+            PHASE,
+            ENDPOINT,
+            AGE,
+        ),
+    )

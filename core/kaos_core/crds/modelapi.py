@@ -1,0 +1,103 @@
+"""The ModelAPI resource: an OpenAI-compatible model endpoint (LiteLLM proxy or Ollama)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field
+
+from kaos_core.crds.common import (
+    AGE,
+    ENDPOINT,
+    LIST_MAX,
+    PHASE,
+    CommonStatus,
+    CRDModel,
+    CustomObject,
+    KindInfo,
+    PrinterColumn,
+    SecretKeyRef,
+    cel,
+)
+
+ModelAPIMode = Literal["Proxy", "Hosted"]
+
+
+class ProxyConfig(CRDModel):
+    """LiteLLM in front of an existing backend."""
+
+    api_base: str | None = Field(
+        default=None, max_length=2048, description="Base URL of the backend LiteLLM calls."
+    )
+    models: list[Annotated[str, Field(min_length=1, max_length=253)]] = Field(
+        min_length=1,
+        max_length=LIST_MAX,
+        description="Models served, as LiteLLM names them (e.g. openai/gpt-4o-mini).",
+    )
+    api_key_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="Secret key holding the backend's API key."
+    )
+
+
+class ServerConfig(CRDModel):
+    """Ollama running in the cluster, pulling its model at start."""
+
+    model: str = Field(min_length=1, max_length=253, description="Ollama model, e.g. smollm2:135m.")
+
+
+class ModelAPISpec(CRDModel):
+    """Desired state of a ModelAPI."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "self.mode != 'Proxy' || (has(self.proxyConfig) && !has(self.serverConfig))",
+                "mode Proxy requires proxyConfig and forbids serverConfig",
+            ),
+            (
+                "self.mode != 'Hosted' || (has(self.serverConfig) && !has(self.proxyConfig))",
+                "mode Hosted requires serverConfig and forbids proxyConfig",
+            ),
+        )
+    )
+
+    mode: ModelAPIMode = Field(description="Proxy (LiteLLM) or Hosted (Ollama).")
+    proxy_config: ProxyConfig | None = None
+    server_config: ServerConfig | None = None
+    replicas: int = Field(default=1, ge=0, le=100)
+    image: str | None = Field(default=None, max_length=512)
+    resources: dict[str, Any] | None = Field(
+        default=None,
+        description="Container resources (requests, limits), as in a Pod spec.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+    def served_models(self) -> list[str]:
+        if self.mode == "Proxy" and self.proxy_config is not None:
+            return list(self.proxy_config.models)
+        if self.server_config is not None:
+            return [self.server_config.model]
+        return []
+
+
+class ModelAPIStatus(CommonStatus):
+    """Observed state of a ModelAPI."""
+
+    models: list[str] = Field(default_factory=list, max_length=LIST_MAX)
+
+
+class ModelAPI(CustomObject):
+    kind: str = "ModelAPI"
+    spec: ModelAPISpec
+    status: ModelAPIStatus = Field(default_factory=ModelAPIStatus)
+
+    info: ClassVar[KindInfo] = KindInfo(
+        kind="ModelAPI",
+        plural="modelapis",
+        singular="modelapi",
+        short_names=("mapi",),
+        description="An OpenAI-compatible model endpoint: a LiteLLM proxy or a hosted Ollama.",
+        spec=ModelAPISpec,
+        status=ModelAPIStatus,
+        printer_columns=(PrinterColumn("Mode", ".spec.mode"), PHASE, ENDPOINT, AGE),
+    )

@@ -1,0 +1,38 @@
+"""Condition types, reasons and phases of every KAOS resource, in one place.
+
+Reasons are CamelCase as the Kubernetes API conventions ask; the operator, the CLI and
+the tests refer to these constants rather than to string literals.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Condition types.
+READY: Final = "Ready"
+DEPENDENCIES_READY: Final = "DependenciesReady"
+MEMORY_DEGRADED: Final = "MemoryDegraded"
+
+# Phases (``status.phase``), a one-word summary for printer columns.
+PHASE_PENDING: Final = "Pending"
+PHASE_WAITING: Final = "Waiting"
+PHASE_READY: Final = "Ready"
+PHASE_FAILED: Final = "Failed"
+
+# Reasons.
+AVAILABLE: Final = "Available"
+DEPLOYMENT_PROGRESSING: Final = "DeploymentProgressing"
+DEPENDENCIES_AVAILABLE: Final = "DependenciesAvailable"
+WAITING_FOR_DEPENDENCIES: Final = "WaitingForDependencies"
+MODEL_API_NOT_FOUND: Final = "ModelAPINotFound"
+MODEL_API_NOT_READY: Final = "ModelAPINotReady"
+MCP_SERVER_NOT_FOUND: Final = "MCPServerNotFound"
+MCP_SERVER_NOT_READY: Final = "MCPServerNotReady"
+MEMORY_STORE_NOT_FOUND: Final = "MemoryStoreNotFound"
+MEMORY_STORE_NOT_READY: Final = "MemoryStoreNotReady"
+MEMORY_STORE_READY: Final = "MemoryStoreReady"
+MEMORY_NOT_REMOTE: Final = "MemoryNotRemote"
+USER_SCOPE_NEEDS_USER_IDENTITY: Final = "UserScopeNeedsUserIdentity"
+READ_SCOPE_ABOVE_CEILING: Final = "ReadScopeAboveCeiling"
+NAME_CONFLICT: Final = "NameConflict"
+APPLY_FAILED: Final = "ApplyFailed"

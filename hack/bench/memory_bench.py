@@ -1,0 +1,414 @@
+"""Memory service benchmark: write and recall through the service vs. Mem0 called directly.
+
+For each storage mode (local: SQLite + Chroma; external: PostgreSQL + pgvector) and each
+long-term size (default 1k and 100k facts):
+
+1. Preload the vector store with N facts spread over 50 principals x 20 agents, bulk
+   inserted through Mem0's own vector store (``infer=False`` semantics, batched
+   embeddings from the development model): going through extraction would take hours.
+2. Start ``kaos-memory`` on it and measure ``POST /v1/write`` (one turn) and
+   ``POST /v1/recall`` (agent level with a principal, all tiers) sequentially
+   (p50/p99 latency) and with concurrent clients (throughput).
+3. Stop the service and measure the same operations on the Mem0 library in one
+   process: ``Memory.add(infer=False)`` and ``Memory.search`` with the same filter.
+
+It prints one table; "ratio" is service p50 / library p50 (the service's overhead for
+recall; for write it shows that the request path does not run Mem0 at all).
+Embeddings come from ``kaos-devmodel`` (hashed bag of words, 64 dims by default), so the
+figures measure the service and the stores, not a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from kaos_memory.scope import to_entity_id  # noqa: E402
+from kaos_memory.settings import MemorySettings  # noqa: E402
+from kaos_memory.storage.longterm import mem0_config  # noqa: E402
+
+from tests.support.postgres import (  # noqa: E402
+    admin_dsn_from_env,
+    create_database,
+    drop_database,
+    server_error,
+    unique_name,
+)
+from tests.support.procs import console_script, free_port, start_service  # noqa: E402
+
+GROUP = "kaos_bench"
+PRINCIPALS = [f"user{i}" for i in range(50)]
+AGENTS = [f"kaos://agent/bench/agent{i}" for i in range(20)]
+WORDS = [
+    "apple",
+    "river",
+    "mountain",
+    "coffee",
+    "train",
+    "music",
+    "garden",
+    "winter",
+    "python",
+    "kubernetes",
+    "memory",
+    "budget",
+    "travel",
+    "doctor",
+    "birthday",
+    "project",
+    "meeting",
+    "holiday",
+    "language",
+    "recipe",
+    "football",
+    "camera",
+    "bicycle",
+    "library",
+    "ocean",
+    "concert",
+    "painting",
+    "startup",
+    "invoice",
+    "password",
+]
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(10))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary(latencies: list[float], elapsed: float) -> dict[str, float]:
+    return {
+        "p50_ms": percentile(latencies, 0.50) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+        "ops_s": len(latencies) / elapsed if elapsed > 0 else 0.0,
+    }
+
+
+def settings_for(
+    mode: str, data_dir: Path, dsn: str | None, base_url: str, dims: int
+) -> MemorySettings:
+    return MemorySettings(
+        storage=mode,  # type: ignore[arg-type]
+        data_dir=data_dir,
+        dsn=dsn,
+        collection=GROUP,
+        model_base_url=base_url,
+        embedding_dims=dims,
+    )
+
+
+def open_memory(settings: MemorySettings) -> Any:
+    os.environ["MEM0_TELEMETRY"] = "False"
+    os.environ["MEM0_DIR"] = str(settings.mem0_dir)
+    settings.mem0_dir.mkdir(parents=True, exist_ok=True)
+    from mem0 import Memory
+
+    return Memory.from_config(mem0_config(settings))
+
+
+def close_memory(memory: Any) -> None:
+    pool = getattr(memory.vector_store, "connection_pool", None)
+    if pool is not None:
+        pool.close()
+    memory.close()
+
+
+def preload(memory: Any, count: int, rng: random.Random) -> float:
+    """Insert ``count`` facts in batches, shaped as Mem0's ``infer=False`` path shapes them."""
+    started = time.perf_counter()
+    batch = 500
+    for offset in range(0, count, batch):
+        size = min(batch, count - offset)
+        texts = [f"fact {offset + i}: {sentence(rng)}" for i in range(size)]
+        vectors = memory.embedding_model.embed_batch(texts, "add")
+        now = datetime.now(UTC).isoformat()
+        payloads = []
+        for text in texts:
+            principal, agent = rng.choice(PRINCIPALS), rng.choice(AGENTS)
+            session = f"session{rng.randrange(1000)}"
+            payloads.append(
+                {
+                    "data": text,
+                    "hash": hashlib.md5(text.encode()).hexdigest(),
+                    "text_lemmatized": text,
+                    "created_at": now,
+                    "updated_at": now,
+                    "role": "user",
+                    "user_id": to_entity_id(principal),
+                    "agent_id": to_entity_id(agent),
+                    "run_id": to_entity_id(session),
+                    "kaos_group": GROUP,
+                    "kaos_run": session,
+                }
+            )
+        ids = [str(uuid.uuid4()) for _ in texts]
+        memory.vector_store.insert(vectors=vectors, ids=ids, payloads=payloads)
+        if (offset // batch) % 20 == 0:
+            print(f"    preloaded {offset + size}/{count}", file=sys.stderr, flush=True)
+    return time.perf_counter() - started
+
+
+async def measure(
+    op: Callable[[int], Awaitable[bool]], count: int, concurrency: int
+) -> dict[str, float]:
+    """Run ``op`` ``count`` times on ``concurrency`` workers; ``op`` answers "degraded"."""
+    latencies: list[float] = []
+    degraded = 0
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(count):
+        queue.put_nowait(i)
+
+    async def worker() -> None:
+        nonlocal degraded
+        while not queue.empty():
+            i = queue.get_nowait()
+            started = time.perf_counter()
+            if await op(i):
+                degraded += 1
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return {**summary(latencies, time.perf_counter() - started), "degraded": degraded / count}
+
+
+async def bench_service(url: str, ops: int, concurrency: int, rng: random.Random) -> dict[str, Any]:
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+
+        def hdrs(i: int) -> dict[str, str]:
+            return {
+                "Content-Type": "application/json",
+                "X-Agent-Identity": AGENTS[i % len(AGENTS)],
+                "X-Principal": PRINCIPALS[i % len(PRINCIPALS)],
+                "X-Session-Id": f"bench-session-{i % 40}",
+            }
+
+        async def write(i: int) -> bool:
+            body = {"turns": [{"role": "user", "content": sentence(rng)}], "infer": False}
+            async with http.post(f"{url}/v1/write", json=body, headers=hdrs(i)) as resp:
+                doc = await resp.json()
+                assert resp.status in (200, 202), doc
+                return bool(doc["degraded"])
+
+        async def recall(i: int) -> bool:
+            body = {"level": "agent", "query": sentence(rng), "top_k": 10}
+            async with http.post(f"{url}/v1/recall", json=body, headers=hdrs(i)) as resp:
+                doc = await resp.json()
+                # Degraded = the long-term search missed KAOS_MEMORY_RECALL_TIMEOUT.
+                assert resp.status == 200, doc
+                return bool(doc["degraded"])
+
+        # Warm-up: first requests pay lazy imports and connection set-up.
+        for i in range(10):
+            await recall(i)
+        return {
+            "write": await measure(write, ops, 1),
+            "write_conc": await measure(write, ops, concurrency),
+            "recall": await measure(recall, ops, 1),
+            "recall_conc": await measure(recall, ops, concurrency),
+        }
+
+
+def bench_library(memory: Any, ops: int, rng: random.Random) -> dict[str, Any]:
+    def timed(op: Callable[[int], None]) -> dict[str, float]:
+        latencies = []
+        started = time.perf_counter()
+        for i in range(ops):
+            t0 = time.perf_counter()
+            op(i)
+            latencies.append(time.perf_counter() - t0)
+        return summary(latencies, time.perf_counter() - started)
+
+    def ids(i: int) -> dict[str, str]:
+        return {
+            "user_id": to_entity_id(PRINCIPALS[i % len(PRINCIPALS)]),
+            "agent_id": to_entity_id(AGENTS[i % len(AGENTS)]),
+        }
+
+    def write(i: int) -> None:
+        memory.add(
+            sentence(rng),
+            **ids(i),
+            run_id=f"lib-session-{i % 40}",
+            metadata={"kaos_group": GROUP},
+            infer=False,
+        )
+
+    def recall(i: int) -> None:
+        memory.search(sentence(rng), top_k=10, filters={**ids(i), "kaos_group": GROUP})
+
+    for i in range(10):
+        recall(i)
+    return {"write": timed(write), "recall": timed(recall)}
+
+
+def run_mode(
+    mode: str, size: int, args: argparse.Namespace, base_url: str, admin_dsn: str | None
+) -> list[dict[str, Any]]:
+    rng = random.Random(size)
+    root = Path(tempfile.mkdtemp(prefix=f"kaos-bench-{mode}-"))
+    db_name = None
+    dsn = None
+    if mode == "external":
+        assert admin_dsn is not None
+        db_name = unique_name("kaos_bench_")
+        dsn = create_database(admin_dsn, db_name)
+        from tests.support.postgres import pg_query
+
+        pg_query(dsn, "CREATE EXTENSION IF NOT EXISTS vector")
+    try:
+        settings = settings_for(mode, root / "data", dsn, base_url, args.dims)
+        print(f"[{mode} {size}] preloading", file=sys.stderr, flush=True)
+        memory = open_memory(settings)
+        load_s = preload(memory, size, rng)
+        close_memory(memory)
+        print(f"[{mode} {size}] preload took {load_s:.1f}s; starting service", file=sys.stderr)
+        port = free_port()
+        env = {
+            "KAOS_MEMORY_HOST": "127.0.0.1",
+            "KAOS_MEMORY_PORT": str(port),
+            "KAOS_MEMORY_STORAGE": mode,
+            "KAOS_MEMORY_DATA_DIR": str(settings.data_dir),
+            "KAOS_MEMORY_DSN": dsn or "",
+            "KAOS_MEMORY_COLLECTION": GROUP,
+            "KAOS_MEMORY_MODEL_BASE_URL": base_url,
+            "KAOS_MEMORY_EMBEDDING_DIMS": str(args.dims),
+            "KAOS_MEMORY_LOG_LEVEL": "WARNING",
+        }
+        svc = start_service(
+            f"memory-{mode}",
+            [console_script("kaos-memory")],
+            port=port,
+            env=env,
+            log_dir=root,
+            timeout=180,
+        )
+        try:
+            service = asyncio.run(bench_service(svc.url, args.ops, args.concurrency, rng))
+        finally:
+            svc.stop(timeout=60)
+        memory = open_memory(settings)
+        try:
+            library = bench_library(memory, args.ops, rng)
+        finally:
+            close_memory(memory)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        if db_name is not None and admin_dsn is not None:
+            drop_database(admin_dsn, db_name)
+    rows = []
+    for op in ("write", "recall"):
+        s, c, lib = service[op], service[f"{op}_conc"], library[op]
+        rows.append(
+            {
+                "mode": mode,
+                "facts": size,
+                "op": op,
+                "svc_p50": s["p50_ms"],
+                "svc_p99": s["p99_ms"],
+                "svc_ops": s["ops_s"],
+                "svc_conc_ops": c["ops_s"],
+                "svc_conc_p99": c["p99_ms"],
+                "degraded": max(s["degraded"], c["degraded"]),
+                "lib_p50": lib["p50_ms"],
+                "lib_p99": lib["p99_ms"],
+                "lib_ops": lib["ops_s"],
+                "ratio": s["p50_ms"] / lib["p50_ms"] if lib["p50_ms"] else float("nan"),
+            }
+        )
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]], concurrency: int) -> None:
+    head = (
+        f"{'mode':<9}{'facts':>8} {'op':<7}"
+        f"{'svc p50':>9}{'svc p99':>9}{'svc op/s':>9}"
+        f"{f'c{concurrency} op/s':>9}{f'c{concurrency} p99':>9}"
+        f"{'lib p50':>9}{'lib p99':>9}{'lib op/s':>9}{'ratio':>7}{'degr':>6}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(
+            f"{r['mode']:<9}{r['facts']:>8} {r['op']:<7}"
+            f"{r['svc_p50']:>9.2f}{r['svc_p99']:>9.2f}{r['svc_ops']:>9.0f}"
+            f"{r['svc_conc_ops']:>9.0f}{r['svc_conc_p99']:>9.2f}"
+            f"{r['lib_p50']:>9.2f}{r['lib_p99']:>9.2f}{r['lib_ops']:>9.0f}{r['ratio']:>7.2f}"
+            f"{r['degraded'] * 100:>5.0f}%"
+        )
+    print(
+        "(latencies in ms; ratio = service p50 / library p50; degr = share of service "
+        "answers marked degraded, recall: long-term search over KAOS_MEMORY_RECALL_TIMEOUT)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modes", default="local,external")
+    parser.add_argument("--sizes", default="1000,100000")
+    parser.add_argument("--ops", type=int, default=300, help="operations per measurement")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--dims", type=int, default=64, help="embedding dimension")
+    args = parser.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    admin_dsn = None
+    if "external" in modes:
+        admin_dsn = admin_dsn_from_env()
+        error = server_error(admin_dsn)
+        if error is not None:
+            sys.exit(f"external mode needs PostgreSQL with pgvector ({admin_dsn}): {error}")
+    log_dir = Path(tempfile.mkdtemp(prefix="kaos-bench-devmodel-"))
+    port = free_port()
+    devmodel = start_service(
+        "devmodel",
+        [
+            console_script("kaos-devmodel"),
+            "--port",
+            str(port),
+            "--embedding-dims",
+            str(args.dims),
+            "--log-level",
+            "WARNING",
+        ],
+        port=port,
+        log_dir=log_dir,
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        for size in sizes:
+            for mode in modes:
+                rows += run_mode(mode, size, args, f"{devmodel.url}/v1", admin_dsn)
+                print_table(rows, args.concurrency)
+    finally:
+        devmodel.stop(timeout=10)
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

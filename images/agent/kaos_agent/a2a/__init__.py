@@ -1,0 +1,1 @@
+"""A2A protocol surface of the agent: the card and JSON-RPC methods."""

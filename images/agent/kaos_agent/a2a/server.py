@@ -1,0 +1,280 @@
+"""A2A JSON-RPC 2.0 at ``POST /``: protocol 1.0 methods, and the 0.3 names as aliases.
+
+Requests and results use a2a-sdk's own protobuf types (parsed and printed with
+protobuf's JSON mapping, as the SDK's client expects), so the shapes cannot drift from
+the protocol. ``SendMessage`` runs the agent and answers the finished task, unless the
+caller asked ``returnImmediately``: then the run continues in the background and the
+task can be polled with ``GetTask`` or stopped with ``CancelTask``. Errors are JSON-RPC
+error objects with HTTP 200, the codes of the A2A specification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from a2a.compat.v0_3 import conversions as v03
+from a2a.compat.v0_3 import types as v03_types
+from a2a.types import a2a_pb2 as pb
+from aiohttp import web
+from google.protobuf.json_format import (  # type: ignore[import-untyped]
+    MessageToDict,
+    ParseDict,
+    ParseError,
+)
+from kaos_agent.a2a.tasks import TaskRecord, TaskStore
+from kaos_agent.context import RunDeps, new_session_id
+from kaos_agent.delegation import KAOS_METADATA_KEY
+from kaos_agent.runner import AgentRuntime
+from kaos_core.agent_env import DELEGATION_DEPTH_HEADER, PRINCIPAL_HEADER, SESSION_HEADER
+from kaos_core.errors import KaosError
+from kaos_core.memory.identity import validate_subject
+
+log = logging.getLogger(__name__)
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+TASK_NOT_FOUND = -32001
+TASK_NOT_CANCELABLE = -32002
+UNSUPPORTED_OPERATION = -32004
+VERSION_NOT_SUPPORTED = -32009
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _rpc_error(req_id: object, code: int, message: str) -> web.Response:
+    return web.json_response(
+        {"jsonrpc": "2.0", "id": req_id, "error": {"code": code, "message": message}}
+    )
+
+
+def _rpc_result(req_id: object, result: object) -> web.Response:
+    return web.json_response({"jsonrpc": "2.0", "id": req_id, "result": result})
+
+
+def _to_dict(message: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = MessageToDict(message, preserving_proto_field_name=False)
+    return doc
+
+
+def _parse(params: object, message: Any) -> Any:
+    if not isinstance(params, dict):
+        raise RpcError(INVALID_PARAMS, "params must be an object")
+    try:
+        return ParseDict(params, message, ignore_unknown_fields=True)
+    except ParseError as exc:
+        raise RpcError(INVALID_PARAMS, f"invalid params: {exc}") from None
+
+
+def _message_text(message: pb.Message) -> str:
+    texts: list[str] = []
+    for part in message.parts:
+        if part.HasField("text"):
+            texts.append(part.text)
+        elif part.HasField("data"):
+            texts.append(json.dumps(MessageToDict(part.data)))
+    return "\n".join(t for t in texts if t)
+
+
+def _depth(request: web.Request, message: pb.Message) -> int:
+    raw = request.headers.get(DELEGATION_DEPTH_HEADER)
+    if raw is None and message.HasField("metadata"):
+        kaos = MessageToDict(message.metadata).get(KAOS_METADATA_KEY, {})
+        raw = str(kaos.get("delegationDepth", "0")) if isinstance(kaos, dict) else None
+    try:
+        return max(0, min(int(raw or 0), 1000))
+    except ValueError:
+        raise RpcError(INVALID_PARAMS, f"{DELEGATION_DEPTH_HEADER} must be an integer") from None
+
+
+def _subject(request: web.Request, header: str) -> str | None:
+    value = request.headers.get(header)
+    if value is None:
+        return None
+    try:
+        return validate_subject(header, value)
+    except KaosError as exc:
+        raise RpcError(INVALID_PARAMS, exc.message) from None
+
+
+Handler = Callable[[web.Request, object, bool], Awaitable[object]]
+
+
+class A2AServer:
+    def __init__(self, runtime: AgentRuntime, tasks: TaskStore) -> None:
+        self.runtime = runtime
+        self.tasks = tasks
+        # Method name → (handler, speaks protocol 0.3 shapes).
+        self._methods: dict[str, tuple[Handler, bool]] = {
+            "SendMessage": (self._send_message, False),
+            "GetTask": (self._get_task, False),
+            "CancelTask": (self._cancel_task, False),
+            "ListTasks": (self._list_tasks, False),
+            "message/send": (self._send_message, True),
+            "tasks/get": (self._get_task, True),
+            "tasks/cancel": (self._cancel_task, True),
+        }
+        self._unsupported = {
+            "SendStreamingMessage",
+            "SubscribeToTask",
+            "message/stream",
+            "tasks/resubscribe",
+            "GetExtendedAgentCard",
+            "CreateTaskPushNotificationConfig",
+            "GetTaskPushNotificationConfig",
+            "ListTaskPushNotificationConfigs",
+            "DeleteTaskPushNotificationConfig",
+        }
+
+    async def handle(self, request: web.Request) -> web.Response:
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _rpc_error(None, INVALID_REQUEST, "payload too large")
+        try:
+            body = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return _rpc_error(None, PARSE_ERROR, f"parse error: {exc}")
+        if isinstance(body, list):
+            return _rpc_error(None, INVALID_REQUEST, "batch requests are not supported")
+        if not isinstance(body, dict):
+            return _rpc_error(None, INVALID_REQUEST, "the request must be a JSON object")
+        req_id = body.get("id")
+        if isinstance(req_id, bool) or not (req_id is None or isinstance(req_id, str | int)):
+            return _rpc_error(None, INVALID_REQUEST, "id must be a string, an integer or null")
+        method = body.get("method")
+        if body.get("jsonrpc") != "2.0" or not isinstance(method, str) or not method:
+            return _rpc_error(req_id, INVALID_REQUEST, "not a JSON-RPC 2.0 request")
+        version = request.headers.get("A2A-Version", "")
+        if version and version.split(".")[0] not in ("0", "1"):
+            return _rpc_error(req_id, VERSION_NOT_SUPPORTED, f"A2A version {version} unsupported")
+        if method in self._unsupported:
+            return _rpc_error(req_id, UNSUPPORTED_OPERATION, f"{method} is not supported")
+        entry = self._methods.get(method)
+        if entry is None:
+            return _rpc_error(req_id, METHOD_NOT_FOUND, f"method {method!r} not found")
+        handler, legacy = entry
+        try:
+            result = await handler(request, body.get("params", {}), legacy)
+        except RpcError as exc:
+            return _rpc_error(req_id, exc.code, exc.message)
+        except KaosError as exc:
+            return _rpc_error(req_id, INTERNAL_ERROR, exc.message)
+        return _rpc_result(req_id, result)
+
+    def _task_result(self, record: TaskRecord, legacy: bool, history_length: int = 0) -> object:
+        task = pb.Task()
+        task.CopyFrom(record.task)
+        if history_length > 0 and len(task.history) > history_length:
+            keep = list(task.history)[-history_length:]
+            del task.history[:]
+            task.history.extend(keep)
+        if legacy:
+            return v03.to_compat_task(task).model_dump(mode="json", exclude_none=True)
+        return _to_dict(task)
+
+    async def _send_message(self, request: web.Request, params: object, legacy: bool) -> object:
+        if legacy:
+            try:
+                compat = v03_types.MessageSendParams.model_validate(params)
+            except ValueError as exc:
+                raise RpcError(INVALID_PARAMS, f"invalid params: {exc}") from None
+            message = v03.to_core_message(compat.message)
+            background = bool(compat.configuration and compat.configuration.blocking is False)
+        else:
+            send = _parse(params, pb.SendMessageRequest())
+            message = send.message
+            background = send.configuration.return_immediately
+        text = _message_text(message)
+        if not text.strip():
+            raise RpcError(INVALID_PARAMS, "the message has no text part")
+        principal = _subject(request, PRINCIPAL_HEADER)
+        session = _subject(request, SESSION_HEADER) or message.context_id or None
+        deps = RunDeps(
+            session_id=session or new_session_id(),
+            principal=principal,
+            depth=_depth(request, message),
+            request_id=str(request.get("request_id") or "") or None,
+            ephemeral_session=session is None,
+        )
+        meta: dict[str, object] = {
+            KAOS_METADATA_KEY: {
+                "sessionId": deps.session_id,
+                "principal": principal,
+                "delegationDepth": deps.depth,
+            }
+        }
+        record = self.tasks.create(
+            message, context_id=deps.session_id, principal=principal, metadata=meta
+        )
+        if background:
+            record.runner = asyncio.create_task(self._run(record, text, deps))
+        else:
+            await self._run(record, text, deps)
+        result = self._task_result(record, legacy)
+        return result if legacy else {"task": result}
+
+    async def _run(self, record: TaskRecord, text: str, deps: RunDeps) -> None:
+        try:
+            outcome = await self.runtime.run(text, deps, entry="a2a")
+        except asyncio.CancelledError:
+            TaskStore.cancel(record)
+            raise
+        except KaosError as exc:
+            TaskStore.fail(record, exc.message)
+            return
+        except Exception:  # a task fails; the server goes on
+            log.exception("a2a run failed")
+            TaskStore.fail(record, "internal error")
+            return
+        TaskStore.complete(record, outcome.text)
+
+    async def _get_task(self, request: web.Request, params: object, legacy: bool) -> object:
+        if legacy:
+            try:
+                query = v03_types.TaskQueryParams.model_validate(params)
+            except ValueError as exc:
+                raise RpcError(INVALID_PARAMS, f"invalid params: {exc}") from None
+            task_id, history = query.id, query.history_length or 0
+        else:
+            get = _parse(params, pb.GetTaskRequest())
+            task_id, history = get.id, get.history_length
+        record = self.tasks.get(task_id, _subject(request, PRINCIPAL_HEADER))
+        if record is None:
+            raise RpcError(TASK_NOT_FOUND, f"task {task_id!r} not found")
+        return self._task_result(record, legacy, history)
+
+    async def _cancel_task(self, request: web.Request, params: object, legacy: bool) -> object:
+        if legacy:
+            try:
+                task_id = v03_types.TaskIdParams.model_validate(params).id
+            except ValueError as exc:
+                raise RpcError(INVALID_PARAMS, f"invalid params: {exc}") from None
+        else:
+            task_id = _parse(params, pb.CancelTaskRequest()).id
+        record = self.tasks.get(task_id, _subject(request, PRINCIPAL_HEADER))
+        if record is None:
+            raise RpcError(TASK_NOT_FOUND, f"task {task_id!r} not found")
+        if not TaskStore.cancel(record):
+            state = pb.TaskState.Name(record.task.status.state)
+            raise RpcError(TASK_NOT_CANCELABLE, f"task {task_id!r} is {state}: not cancelable")
+        return self._task_result(record, legacy)
+
+    async def _list_tasks(self, request: web.Request, params: object, legacy: bool) -> object:
+        query = _parse(params, pb.ListTasksRequest())
+        records = self.tasks.list(_subject(request, PRINCIPAL_HEADER), query.context_id or None)
+        size = query.page_size or 50
+        page = [r.task for r in records[:size]]
+        response = pb.ListTasksResponse(tasks=page, page_size=size, total_size=len(records))
+        return _to_dict(response)

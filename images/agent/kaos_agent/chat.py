@@ -1,0 +1,193 @@
+"""``POST /v1/chat/completions``: the agent behind the OpenAI Chat Completions shape.
+
+The last message must be the user's; it is the run's input. Earlier messages are the
+caller's own history and are replayed only when memory holds nothing for the session
+(see ``kaos_agent.runner``). The session comes from ``X-Session-Id`` (a fresh one is
+minted and returned in the same header when absent), the principal from ``X-Principal``,
+the delegation depth from ``X-KAOS-Delegation-Depth``. ``stream: true`` answers
+``chat.completion.chunk`` server-sent events ending with ``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import uuid
+from typing import Any, Literal
+
+from aiohttp import web
+from kaos_core.agent_env import DELEGATION_DEPTH_HEADER, PRINCIPAL_HEADER, SESSION_HEADER
+from kaos_core.errors import BadRequest, KaosError
+from kaos_core.http.body import parse_model, read_json_object
+from kaos_core.http.middleware import error_body, request_id
+from kaos_core.memory.contract import Role
+from kaos_core.memory.identity import validate_subject
+from pydantic import BaseModel, ConfigDict, Field
+
+from kaos_agent.context import RunDeps, new_session_id
+from kaos_agent.memory.turns import history_from_request
+from kaos_agent.runner import AgentRuntime, StreamState
+
+log = logging.getLogger(__name__)
+
+MAX_DEPTH_VALUE = 1000
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+
+
+class ChatRequest(BaseModel):
+    # OpenAI clients send many optional fields (temperature, tools, …): accepted, unused.
+    model_config = ConfigDict(extra="allow")
+    model: str | None = None
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+
+
+def _text(message: ChatMessage) -> str:
+    if message.content is None:
+        return ""
+    if isinstance(message.content, str):
+        return message.content
+    return "\n".join(p.text for p in message.content if p.type == "text" and p.text)
+
+
+_ROLE_MAP: dict[str, Role] = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
+
+
+def request_deps(request: web.Request) -> tuple[RunDeps, bool]:
+    """The run context from the headers, and whether the session id was minted here."""
+    principal = request.headers.get(PRINCIPAL_HEADER)
+    session = request.headers.get(SESSION_HEADER)
+    raw_depth = request.headers.get(DELEGATION_DEPTH_HEADER, "0")
+    try:
+        depth = int(raw_depth)
+    except ValueError:
+        raise BadRequest(f"{DELEGATION_DEPTH_HEADER} must be an integer") from None
+    if not 0 <= depth <= MAX_DEPTH_VALUE:
+        raise BadRequest(f"{DELEGATION_DEPTH_HEADER} out of range")
+    minted = session is None
+    deps = RunDeps(
+        session_id=new_session_id()
+        if session is None
+        else validate_subject(SESSION_HEADER, session),
+        principal=None if principal is None else validate_subject(PRINCIPAL_HEADER, principal),
+        depth=depth,
+        request_id=request_id(request) or None,
+        ephemeral_session=minted,
+    )
+    return deps, minted
+
+
+def _completion_id() -> str:
+    return "chatcmpl-" + uuid.uuid4().hex
+
+
+async def chat_completions(
+    request: web.Request, runtime: AgentRuntime, model_name: str
+) -> web.StreamResponse:
+    doc = await read_json_object(request)
+    body = parse_model(ChatRequest, doc)
+    last = body.messages[-1]
+    prompt = _text(last)
+    if last.role != "user" or not prompt.strip():
+        raise BadRequest(
+            "the last message must be a user message with text content", code="invalid_body"
+        )
+    earlier = [(_ROLE_MAP[m.role], _text(m)) for m in body.messages[:-1] if _text(m).strip()]
+    history = history_from_request(earlier)
+    deps, _ = request_deps(request)
+    model = body.model or model_name
+    headers = {SESSION_HEADER: deps.session_id}
+    if body.stream:
+        return await _stream(request, runtime, prompt, deps, history, model, headers)
+    outcome = await runtime.run(prompt, deps, entry="chat", client_history=history)
+    answer = {
+        "id": _completion_id(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": outcome.text},
+                "finish_reason": outcome.finish_reason,
+            }
+        ],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+    return web.json_response(answer, headers=headers)
+
+
+def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None) -> bytes:
+    doc = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return f"data: {json.dumps(doc, ensure_ascii=False)}\n\n".encode()
+
+
+async def _stream(
+    request: web.Request,
+    runtime: AgentRuntime,
+    prompt: str,
+    deps: RunDeps,
+    history: list[Any],
+    model: str,
+    headers: dict[str, str],
+) -> web.StreamResponse:
+    cid, created = _completion_id(), int(time.time())
+    state = StreamState()
+    # aclosing: a client that goes away mid-answer must not leave the run hanging.
+    async with contextlib.aclosing(
+        runtime.stream(prompt, deps, entry="chat", client_history=history, state=state)
+    ) as deltas:
+        # The first delta is awaited before the response starts, so failures that happen
+        # before any text (model down) still get a proper HTTP status.
+        try:
+            first: str | None = await anext(deltas)
+        except StopAsyncIteration:
+            first = None
+        response = web.StreamResponse(
+            headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        role = {"role": "assistant", "content": ""}
+        await response.write(_chunk(cid, created, model, role, None))
+        failed = False
+        try:
+            if first is not None:
+                await response.write(_chunk(cid, created, model, {"content": first}, None))
+                async for delta in deltas:
+                    await response.write(_chunk(cid, created, model, {"content": delta}, None))
+        except KaosError as exc:
+            # Too late for a status code: an error event in the stream, as OpenAI does.
+            err = error_body(exc.code, exc.message, request_id(request))
+            await response.write(f"data: {json.dumps(err)}\n\n".encode())
+            failed = True
+        if not failed:
+            await response.write(_chunk(cid, created, model, {}, state.finish_reason))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response

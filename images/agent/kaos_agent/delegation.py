@@ -1,0 +1,223 @@
+"""Delegation to peer agents: ``delegate_to_<name>`` tools over A2A, with a chat fallback.
+
+A call first speaks A2A JSON-RPC ``SendMessage`` (protocol 1.0) to the peer's root URL.
+When the peer has no A2A endpoint (404/405/501, a non-JSON answer or "method not found")
+the same message goes to its OpenAI-compatible ``/v1/chat/completions``. Both carry the
+caller's principal, session and the next delegation depth as headers (A2A also in the
+message metadata); a call that would exceed ``MAX_DELEGATION_DEPTH`` is refused before
+any request, so two agents that list each other cannot loop forever.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from kaos_core.agent_env import DELEGATION_DEPTH_HEADER, PRINCIPAL_HEADER, SESSION_HEADER
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.tools import Tool
+from pydantic_ai.toolsets import FunctionToolset
+
+from kaos_agent.context import RunDeps
+from kaos_agent.metrics import AgentMetrics
+from kaos_agent.settings import Endpoint
+
+log = logging.getLogger(__name__)
+
+A2A_VERSION_HEADER = "A2A-Version"
+A2A_VERSION = "1.0"
+# Key of the KAOS block in A2A message metadata.
+KAOS_METADATA_KEY = "kaos"
+
+
+class PeerUnavailable(Exception):
+    """The peer could not be reached or answered with an error."""
+
+
+class NoA2A(Exception):
+    """The peer does not speak A2A JSON-RPC: fall back to chat completions."""
+
+
+def delegation_headers(deps: RunDeps, depth: int) -> dict[str, str]:
+    headers = {SESSION_HEADER: deps.session_id, DELEGATION_DEPTH_HEADER: str(depth)}
+    if deps.principal is not None:
+        headers[PRINCIPAL_HEADER] = deps.principal
+    if deps.request_id is not None:
+        headers["X-Request-Id"] = deps.request_id
+    return headers
+
+
+def _task_text(result: dict[str, Any]) -> str:
+    """The answer text of a SendMessage result (a task or a message)."""
+    if "message" in result:
+        return _parts_text(result["message"].get("parts", []))
+    task = result.get("task")
+    if not isinstance(task, dict):
+        raise PeerUnavailable("SendMessage answered neither a task nor a message")
+    state = task.get("status", {}).get("state", "")
+    texts = [_parts_text(a.get("parts", [])) for a in task.get("artifacts", [])]
+    text = "\n".join(t for t in texts if t)
+    if not text:
+        text = _parts_text(task.get("status", {}).get("message", {}).get("parts", []))
+    if state in ("TASK_STATE_FAILED", "TASK_STATE_REJECTED", "TASK_STATE_CANCELED"):
+        raise PeerUnavailable(f"peer task ended in {state}: {text}")
+    return text
+
+
+def _parts_text(parts: list[dict[str, Any]]) -> str:
+    return "\n".join(p["text"] for p in parts if isinstance(p.get("text"), str))
+
+
+class PeerClient:
+    """Sends one message to one peer agent and returns its answer text."""
+
+    def __init__(self, http: aiohttp.ClientSession, *, timeout: float) -> None:
+        self._http = http
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+
+    async def ask(self, peer: Endpoint, message: str, deps: RunDeps, depth: int) -> tuple[str, str]:
+        """Answer text and the transport used (``a2a`` or ``chat``)."""
+        headers = delegation_headers(deps, depth)
+        try:
+            return await self._a2a(peer, message, deps, depth, headers), "a2a"
+        except NoA2A as exc:
+            log.info("peer has no A2A, falling back", extra={"peer": peer.name, "why": str(exc)})
+        return await self._chat(peer, message, headers), "chat"
+
+    async def _a2a(
+        self, peer: Endpoint, message: str, deps: RunDeps, depth: int, headers: dict[str, str]
+    ) -> str:
+        body = {
+            "jsonrpc": "2.0",
+            "id": uuid.uuid4().hex,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": uuid.uuid4().hex,
+                    "role": "ROLE_USER",
+                    "parts": [{"text": message}],
+                    "contextId": deps.session_id,
+                    "metadata": {KAOS_METADATA_KEY: {"delegationDepth": depth}},
+                },
+                "configuration": {"acceptedOutputModes": ["text/plain"]},
+            },
+        }
+        try:
+            async with self._http.post(
+                peer.url + "/",
+                json=body,
+                headers={**headers, A2A_VERSION_HEADER: A2A_VERSION},
+                timeout=self._timeout,
+            ) as resp:
+                if resp.status in (404, 405, 501):
+                    raise NoA2A(f"HTTP {resp.status}")
+                text = await resp.text()
+        except aiohttp.ClientError as exc:
+            raise PeerUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        except TimeoutError as exc:
+            raise PeerUnavailable("timed out") from exc
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError:
+            raise NoA2A("answer is not JSON") from None
+        if not isinstance(doc, dict) or doc.get("jsonrpc") != "2.0":
+            raise NoA2A("answer is not JSON-RPC")
+        if "error" in doc:
+            err = doc["error"] or {}
+            if err.get("code") == -32601:
+                raise NoA2A("SendMessage not found")
+            raise PeerUnavailable(f"A2A error {err.get('code')}: {err.get('message')}")
+        result = doc.get("result")
+        if not isinstance(result, dict):
+            raise PeerUnavailable("A2A answer without a result")
+        return _task_text(result)
+
+    async def _chat(self, peer: Endpoint, message: str, headers: dict[str, str]) -> str:
+        body = {"model": peer.name, "messages": [{"role": "user", "content": message}]}
+        try:
+            async with self._http.post(
+                peer.url + "/v1/chat/completions",
+                json=body,
+                headers=headers,
+                timeout=self._timeout,
+            ) as resp:
+                if resp.status >= 400:
+                    raise PeerUnavailable(f"chat completions answered HTTP {resp.status}")
+                doc = await resp.json(content_type=None)
+        except aiohttp.ClientError as exc:
+            raise PeerUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        except (TimeoutError, ValueError) as exc:
+            raise PeerUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        try:
+            content = doc["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise PeerUnavailable("chat completions answer has no message") from None
+        return str(content or "")
+
+
+# The app's peer client is created inside its event loop (cleanup_ctx), after the agent.
+PeerClientFactory = Callable[[], PeerClient]
+
+
+def delegation_toolset(
+    peers: tuple[Endpoint, ...],
+    client_factory: PeerClientFactory,
+    *,
+    max_depth: int,
+    metrics: AgentMetrics,
+) -> FunctionToolset[RunDeps]:
+    """One ``delegate_to_<name>(message)`` tool per peer."""
+    tools: list[Tool[RunDeps]] = []
+    for peer in peers:
+        tools.append(_delegate_tool(peer, client_factory, max_depth=max_depth, metrics=metrics))
+    return FunctionToolset(tools, id="delegation")
+
+
+def _delegate_tool(
+    peer: Endpoint, client_factory: PeerClientFactory, *, max_depth: int, metrics: AgentMetrics
+) -> Tool[RunDeps]:
+    async def delegate(ctx: RunContext[RunDeps], **args: Any) -> str:
+        message = args.get("message")
+        extra = sorted(set(args) - {"message"})
+        if extra:
+            raise ToolFailed(f"unexpected arguments: {', '.join(extra)}; only 'message' is taken")
+        if not isinstance(message, str) or not message.strip():
+            raise ToolFailed("'message' must be a non-empty string")
+        depth = ctx.deps.depth + 1
+        if depth > max_depth:
+            metrics.delegations.labels(peer.name, "none", "depth_exceeded").inc()
+            raise ToolFailed(
+                f"delegation depth limit ({max_depth}) reached; answer without delegating"
+            )
+        client = client_factory()
+        try:
+            answer, transport = await client.ask(peer, message, ctx.deps, depth)
+        except PeerUnavailable as exc:
+            metrics.delegations.labels(peer.name, "none", "error").inc()
+            raise ToolFailed(f"agent {peer.name} is unavailable: {exc}") from exc
+        metrics.delegations.labels(peer.name, transport, "ok").inc()
+        return answer
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "message": {
+                "type": "string",
+                "description": f"The task or question for agent {peer.name}.",
+            }
+        },
+        "required": ["message"],
+        "additionalProperties": False,
+    }
+    return Tool.from_schema(
+        delegate,
+        name=f"delegate_to_{peer.tool_name}",
+        description=f"Delegate a task to the agent '{peer.name}' and return its answer.",
+        json_schema=schema,
+        takes_ctx=True,
+    )

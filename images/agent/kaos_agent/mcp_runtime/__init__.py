@@ -1,0 +1,1 @@
+"""The MCP server runtime (``kaos-mcp``): tools from configuration, served over MCP."""

@@ -1,0 +1,45 @@
+"""``kaos-mcp``: serve the configured tools over MCP until SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import uvicorn
+from kaos_core.logging import configure_logging
+from kaos_core.settings import SettingsError, exit_on_settings_error
+
+from kaos_agent.mcp_runtime.loader import ToolSourceError, load_tools
+from kaos_agent.mcp_runtime.server import create_mcp_app
+from kaos_agent.mcp_runtime.settings import McpSettings
+
+
+def main() -> None:
+    configure_logging("kaos-mcp", os.environ.get("KAOS_LOG_LEVEL", "INFO"))
+    # One line per outgoing HTTP request (model, MCP) drowns the service's own log.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        settings = McpSettings.from_env()
+    except SettingsError as exc:
+        exit_on_settings_error(exc)
+    try:
+        tools = load_tools(settings.tools_string)
+    except ToolSourceError as exc:
+        print(f"error: MCP_TOOLS_STRING: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    app = create_mcp_app(settings, tools)
+    # uvicorn turns SIGTERM into a graceful shutdown (stop accepting, finish requests).
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=30,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Serves loaded tool functions with the official ``mcp`` SDK over streamable HTTP.
+
+``/mcp`` is the MCP endpoint (stateless streamable HTTP, so any replica can answer any
+request); ``/healthz`` and ``/readyz`` answer 200 once the tools are loaded; ``/metrics``
+counts tool calls by tool and outcome. The SDK's Host-header check (DNS-rebinding
+protection) is configured from ``MCP_ALLOWED_HOSTS``: ``*`` turns it off, which in-cluster
+service names need; a list keeps it on for exactly those hosts.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from kaos_agent.mcp_runtime.settings import McpSettings
+
+
+def _failure(name: str, exc: Exception) -> ToolError:
+    # The SDK hides the text of unexpected exceptions; a configured tool's own error
+    # message is what the calling model needs to adapt, so it is passed on.
+    if isinstance(exc, ToolError):
+        return exc
+    return ToolError(f"{name} failed: {type(exc).__name__}: {exc}")
+
+
+def _counted(fn: Callable[..., Any], calls: Counter) -> Callable[..., Any]:
+    """``fn`` with its calls counted and its errors readable by the caller.
+
+    ``functools.wraps`` keeps the signature and docstring, from which the SDK builds the
+    tool's schema and description.
+    """
+    name = fn.__name__
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = await fn(*args, **kwargs)
+            except Exception as exc:
+                calls.labels(name, "error").inc()
+                raise _failure(name, exc) from exc
+            calls.labels(name, "ok").inc()
+            return result
+
+        return async_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as exc:
+            calls.labels(name, "error").inc()
+            raise _failure(name, exc) from exc
+        calls.labels(name, "ok").inc()
+        return result
+
+    return wrapper
+
+
+def transport_security(settings: McpSettings) -> TransportSecuritySettings:
+    hosts = settings.allowed_host_list()
+    if not hosts or "*" in hosts:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts],
+    )
+
+
+def create_mcp_app(settings: McpSettings, tools: dict[str, Callable[..., Any]]) -> Starlette:
+    registry = CollectorRegistry()
+    calls = Counter(
+        "tool_calls",
+        "MCP tool calls, by tool and outcome.",
+        ["tool", "outcome"],
+        namespace="kaos_mcp",
+        registry=registry,
+    )
+    server: MCPServer[Any] = MCPServer(name=settings.name)
+    for name, fn in sorted(tools.items()):
+        server.add_tool(_counted(fn, calls), name=name)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        return JSONResponse({"status": "ready", "tools": sorted(tools)})
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        transport_security=transport_security(settings),
+        host=settings.host,
+    )
+    app.router.routes.extend(
+        [
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+        ]
+    )
+    return app

@@ -1,0 +1,1 @@
+"""Agent memory backends: none, the pod-local window, and the memory service."""

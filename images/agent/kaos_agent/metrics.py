@@ -1,0 +1,75 @@
+"""Prometheus metrics of the agent loop, registered on the app's own registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaos_core.metrics import LATENCY_BUCKETS
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+_NS = "kaos_agent"
+
+
+@dataclass(frozen=True)
+class AgentMetrics:
+    runs: Counter
+    steps: Counter
+    tool_calls: Counter
+    delegations: Counter
+    memory_degraded: Counter
+    memory_refused: Counter
+    run_latency: Histogram
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry) -> AgentMetrics:
+        return cls(
+            runs=Counter(
+                "runs",
+                "Agent runs, by entry point and outcome.",
+                ["entry", "outcome"],
+                namespace=_NS,
+                registry=registry,
+            ),
+            steps=Counter(
+                "steps",
+                "Model requests made by agent runs (reasoning steps).",
+                namespace=_NS,
+                registry=registry,
+            ),
+            tool_calls=Counter(
+                "tool_calls",
+                "Tool calls, by tool and outcome.",
+                ["tool", "outcome"],
+                namespace=_NS,
+                registry=registry,
+            ),
+            delegations=Counter(
+                "delegations",
+                "Delegations to peer agents, by peer, transport and outcome.",
+                ["peer", "transport", "outcome"],
+                namespace=_NS,
+                registry=registry,
+            ),
+            memory_degraded=Counter(
+                "memory_degraded",
+                "Memory operations that degraded (store unavailable or refused), by operation.",
+                ["operation"],
+                namespace=_NS,
+                registry=registry,
+            ),
+            memory_refused=Counter(
+                "memory_tool_refused",
+                "Memory tool calls refused before reaching the store (scope or argument).",
+                ["tool"],
+                namespace=_NS,
+                registry=registry,
+            ),
+            run_latency=Histogram(
+                "run_duration_seconds",
+                "Wall time of agent runs, by entry point.",
+                ["entry"],
+                namespace=_NS,
+                registry=registry,
+                buckets=LATENCY_BUCKETS,
+            ),
+        )

@@ -1,0 +1,248 @@
+"""One agent run, whatever started it: memory recall, the pydantic-ai loop, memory flush.
+
+Every entry point (chat completions, A2A, the autonomous loop) goes through
+``AgentRuntime``, so memory rules, step limits, metrics and error mapping are the same
+for all of them. History precedence: the memory's window for the session when there is
+one, otherwise the earlier messages the caller sent (an OpenAI client's own history).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass, field
+
+from kaos_core.errors import KaosError
+from kaos_core.memory.contract import Turn
+from pydantic_ai import Agent, capture_run_messages
+from pydantic_ai.exceptions import (
+    AgentRunError,
+    ModelAPIError,
+    RunTimedOut,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    UserPromptPart,
+)
+from pydantic_ai.usage import UsageLimits
+
+from kaos_agent.context import RunDeps
+from kaos_agent.memory.base import Memory, MemoryWriteFailed
+from kaos_agent.memory.turns import turns_from_messages
+from kaos_agent.metrics import AgentMetrics
+
+log = logging.getLogger(__name__)
+
+
+class ModelUnavailable(KaosError):
+    status = 502
+    code = "model_unavailable"
+
+
+class MemoryStrictFailure(KaosError):
+    """The answer exists but its memory write failed under ``failureMode: strict``."""
+
+    status = 500
+    code = "memory_write_failed"
+
+
+@dataclass
+class StreamState:
+    finish_reason: str = "stop"
+
+
+@dataclass
+class RunOutcome:
+    text: str
+    # "stop" for a final answer, "length" when the step limit or time budget ended the run.
+    finish_reason: str
+    steps: int
+    memory_degraded: bool = False
+    turns: list[Turn] = field(default_factory=list)
+
+
+def step_limit_text(max_steps: int) -> str:
+    return (
+        f"I stopped after reaching the limit of {max_steps} reasoning steps without a final "
+        "answer. Please narrow the request or try again."
+    )
+
+
+def _new_messages(captured: Sequence[ModelMessage], prompt: str) -> list[ModelMessage]:
+    """The messages this run added: from the last request that carries ``prompt``."""
+    for i in range(len(captured) - 1, -1, -1):
+        message = captured[i]
+        if isinstance(message, ModelRequest) and any(
+            isinstance(p, UserPromptPart) and p.content == prompt for p in message.parts
+        ):
+            return list(captured[i:])
+    return list(captured)
+
+
+class AgentRuntime:
+    def __init__(
+        self,
+        agent: Agent[RunDeps, str],
+        memory: Memory,
+        metrics: AgentMetrics,
+        *,
+        max_steps: int,
+    ) -> None:
+        self.agent = agent
+        self.memory = memory
+        self.metrics = metrics
+        self.max_steps = max_steps
+
+    async def _prepare(
+        self, prompt: str, deps: RunDeps, client_history: Sequence[ModelMessage]
+    ) -> tuple[list[ModelMessage], str | None, bool]:
+        recalled = await self.memory.recall(deps, prompt)
+        history = recalled.history or list(client_history)
+        return history, recalled.facts_block, recalled.degraded
+
+    async def run(
+        self,
+        prompt: str,
+        deps: RunDeps,
+        *,
+        entry: str,
+        client_history: Sequence[ModelMessage] = (),
+        max_steps: int | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109  (pydantic-ai's own run deadline)
+    ) -> RunOutcome:
+        started = time.perf_counter()
+        steps_cap = max_steps or self.max_steps
+        history, facts, degraded = await self._prepare(prompt, deps, client_history)
+        outcome = "ok"
+        with capture_run_messages() as captured:
+            try:
+                result = await self.agent.run(
+                    prompt,
+                    deps=deps,
+                    message_history=history or None,
+                    instructions=facts,
+                    usage_limits=UsageLimits(request_limit=steps_cap),
+                    timeout=timeout,
+                )
+            except (UsageLimitExceeded, RunTimedOut) as exc:
+                outcome = "step_limit" if isinstance(exc, UsageLimitExceeded) else "timeout"
+                new = _new_messages(captured, prompt)
+                text = (
+                    step_limit_text(steps_cap)
+                    if outcome == "step_limit"
+                    else ("I ran out of time before reaching a final answer.")
+                )
+                run = RunOutcome(text, "length", steps=_count_steps(new), memory_degraded=degraded)
+            except (ModelAPIError, UnexpectedModelBehavior) as exc:
+                self._finish(entry, "model_error", started, 0)
+                log.warning("model failed", extra={"error": str(exc)})
+                raise ModelUnavailable(f"the model could not answer: {exc}") from exc
+            except AgentRunError as exc:
+                self._finish(entry, "error", started, 0)
+                log.error("agent run failed", exc_info=True)
+                raise ModelUnavailable(f"the agent run failed: {exc}") from exc
+            else:
+                new = result.new_messages()
+                run = RunOutcome(
+                    result.output,
+                    "stop",
+                    steps=result.usage.requests,
+                    memory_degraded=degraded,
+                )
+        run.turns = turns_from_messages(new)
+        if run.finish_reason == "length":
+            run.turns.append(Turn(role="assistant", content=run.text))
+        self._finish(entry, outcome, started, run.steps)
+        await self._remember(deps, run.turns)
+        return run
+
+    async def stream(
+        self,
+        prompt: str,
+        deps: RunDeps,
+        *,
+        entry: str,
+        client_history: Sequence[ModelMessage] = (),
+        state: StreamState | None = None,
+    ) -> AsyncGenerator[str, None]:
+        """Text deltas of the answer as the model produces them; memory is written at the end.
+
+        A failure after the first delta cannot change the HTTP status any more; it ends the
+        stream with an explanatory text instead. ``state`` receives the finish reason.
+        """
+        state = state if state is not None else StreamState()
+        started = time.perf_counter()
+        history, facts, _ = await self._prepare(prompt, deps, client_history)
+        outcome = "ok"
+        steps = 0
+        final_text: list[str] = []
+        new: list[ModelMessage] = []
+        async with self.agent.run_stream_events(
+            prompt,
+            deps=deps,
+            message_history=history or None,
+            instructions=facts,
+            usage_limits=UsageLimits(request_limit=self.max_steps),
+        ) as events:
+            try:
+                async for event in events:
+                    delta = _text_delta(event)
+                    if delta:
+                        final_text.append(delta)
+                        yield delta
+            except UsageLimitExceeded:
+                outcome = "step_limit"
+                state.finish_reason = "length"
+                note = "\n\n" + step_limit_text(self.max_steps)
+                final_text.append(note)
+                yield note
+            except (ModelAPIError, UnexpectedModelBehavior, AgentRunError) as exc:
+                self._finish(entry, "model_error", started, 0)
+                if not final_text:
+                    raise ModelUnavailable(f"the model could not answer: {exc}") from exc
+                yield "\n\n[the model failed before finishing this answer]"
+                return
+            try:
+                new = events.new_messages()
+                steps = events.usage.requests
+            except AgentRunError:
+                new = []
+        turns = turns_from_messages(new) if new else [Turn(role="user", content=prompt)]
+        if outcome == "step_limit":
+            turns.append(Turn(role="assistant", content=step_limit_text(self.max_steps)))
+        self._finish(entry, outcome, started, steps)
+        await self._remember(deps, turns)
+
+    async def _remember(self, deps: RunDeps, turns: list[Turn]) -> None:
+        try:
+            await self.memory.remember(deps, turns)
+        except MemoryWriteFailed as exc:
+            raise MemoryStrictFailure(
+                "the answer was produced but could not be written to memory "
+                f"(failureMode strict): {exc}"
+            ) from exc
+
+    def _finish(self, entry: str, outcome: str, started: float, steps: int) -> None:
+        self.metrics.runs.labels(entry, outcome).inc()
+        self.metrics.steps.inc(steps)
+        self.metrics.run_latency.labels(entry).observe(time.perf_counter() - started)
+
+
+def _count_steps(messages: Sequence[ModelMessage]) -> int:
+    return sum(1 for m in messages if not isinstance(m, ModelRequest))
+
+
+def _text_delta(event: object) -> str:
+    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        return event.part.content
+    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+        return event.delta.content_delta
+    return ""

@@ -1,0 +1,138 @@
+"""Toolsets the agent loop sees: MCP servers, wrapped so a tool failure never ends a run.
+
+``GuardedToolset`` is the one place where tool failures are turned into answers the
+model reads (pydantic-ai's ``ToolFailed``): an exception from a tool, an MCP server that
+is down at the start of a run or that dies mid-call. The run goes on and the model can
+adapt; the HTTP request that started it does not fail. It also counts tool calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any, Self
+from urllib.parse import urlsplit
+
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import (
+    ApprovalRequired,
+    CallDeferred,
+    ModelRetry,
+    ToolFailed,
+    UsageLimitExceeded,
+)
+from pydantic_ai.mcp import MCPToolset
+from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+
+from kaos_agent.context import RunDeps
+from kaos_agent.metrics import AgentMetrics
+from kaos_agent.settings import Endpoint
+
+log = logging.getLogger(__name__)
+
+# Exceptions that are pydantic-ai control flow, not tool failures.
+_CONTROL_FLOW = (ModelRetry, ToolFailed, CallDeferred, ApprovalRequired, UsageLimitExceeded)
+
+
+@dataclass
+class GuardedToolset(WrapperToolset[RunDeps]):
+    """Wraps a toolset so its failures reach the model as tool results, never as crashes."""
+
+    label_text: str = "tools"
+    metrics: AgentMetrics | None = None
+    _available: bool = field(default=True, repr=False)
+    _entered: bool = field(default=False, repr=False)
+
+    @property
+    def label(self) -> str:
+        return self.label_text
+
+    async def for_run(self, ctx: RunContext[RunDeps]) -> AbstractToolset[RunDeps]:
+        # A fresh wrapper per run: availability is a property of this run's connection,
+        # and the wrapper instance is shared by concurrent runs.
+        wrapped = await self.wrapped.for_run(ctx)
+        return replace(self, wrapped=wrapped, _available=True, _entered=False)
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self.wrapped.__aenter__()
+        except Exception:  # a dead tool server degrades the run, it does not end it
+            log.warning(
+                "tool server unavailable", extra={"toolset": self.label_text}, exc_info=True
+            )
+            self._available = False
+        else:
+            self._entered = True
+        return self
+
+    async def __aexit__(self, *args: Any) -> bool | None:
+        if not self._entered:
+            return None
+        self._entered = False
+        try:
+            return await self.wrapped.__aexit__(*args)
+        except Exception:  # noqa: BLE001  (closing a broken session must not fail the run)
+            log.warning("closing tool server failed", extra={"toolset": self.label_text})
+            return None
+
+    async def get_tools(self, ctx: RunContext[RunDeps]) -> dict[str, ToolsetTool[RunDeps]]:
+        if not self._available:
+            return {}
+        try:
+            return await self.wrapped.get_tools(ctx)
+        except Exception:  # same: the run goes on without this server's tools
+            log.warning("listing tools failed", extra={"toolset": self.label_text}, exc_info=True)
+            self._available = False
+            return {}
+
+    async def call_tool(
+        self,
+        name: str,
+        tool_args: dict[str, Any],
+        ctx: RunContext[RunDeps],
+        tool: ToolsetTool[RunDeps],
+    ) -> Any:
+        outcome = "error"
+        try:
+            result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
+            outcome = "ok"
+            return result
+        except ToolFailed:
+            outcome = "failed"
+            raise
+        except ModelRetry:
+            outcome = "retry"
+            raise
+        except _CONTROL_FLOW:
+            outcome = "deferred"
+            raise
+        except Exception as exc:  # the model sees the failure and adapts
+            log.warning("tool call failed", extra={"tool": name}, exc_info=True)
+            raise ToolFailed(f"tool {name} failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            if self.metrics is not None:
+                self.metrics.tool_calls.labels(name, outcome).inc()
+
+
+def mcp_url(endpoint: Endpoint) -> str:
+    """The streamable-HTTP URL of an MCP server: ``/mcp`` is added to a bare base URL."""
+    path = urlsplit(endpoint.url).path
+    return endpoint.url if path not in ("", "/") else endpoint.url.rstrip("/") + "/mcp"
+
+
+def mcp_toolsets(
+    servers: tuple[Endpoint, ...], metrics: AgentMetrics, *, timeout: float
+) -> list[GuardedToolset]:
+    """One guarded MCP toolset per configured server."""
+    out: list[GuardedToolset] = []
+    for server in servers:
+        toolset: MCPToolset[RunDeps] = MCPToolset(
+            mcp_url(server),
+            id=f"mcp-{server.tool_name}",
+            tool_error_behavior="failed",
+            init_timeout=timeout,
+            read_timeout=timeout,
+        )
+        out.append(GuardedToolset(toolset, label_text=f"mcp:{server.name}", metrics=metrics))
+    return out

@@ -1,0 +1,61 @@
+"""``kaos-memory``: run the memory service until SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+
+from kaos_core.http import run_service
+from kaos_core.logging import configure_logging
+from kaos_core.settings import SettingsError, exit_on_settings_error
+
+from kaos_memory.app import create_app
+from kaos_memory.settings import load_memory_settings
+
+log = logging.getLogger("kaos_memory")
+
+
+def main() -> None:
+    try:
+        settings = load_memory_settings()
+    except SettingsError as exc:
+        exit_on_settings_error(exc)
+    configure_logging("kaos-memory", settings.log_level)
+    log.info(
+        "starting",
+        extra={
+            "storage": settings.storage,
+            "collection": settings.collection,
+            "data_dir": str(settings.data_dir),
+        },
+    )
+    run_service(create_app(settings), settings.host, settings.port)
+    _exit_despite_stuck_threads(grace=5.0)
+
+
+def _exit_despite_stuck_threads(grace: float) -> None:
+    """Exit even if a Mem0 call is still stuck in a worker thread (a hung model).
+
+    The executor has drained within its deadline and the pools were shut down; their
+    idle threads finish within moments. A thread still busy after ``grace`` seconds
+    would keep the interpreter alive past the pod's termination grace period.
+    """
+    deadline = time.monotonic() + grace
+    for thread in threading.enumerate():
+        if thread is threading.main_thread() or thread.daemon:
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+    stuck = [t.name for t in threading.enumerate() if t.is_alive() and not t.daemon]
+    stuck = [name for name in stuck if name != threading.main_thread().name]
+    if stuck:
+        log.warning("exiting with busy worker threads", extra={"threads": stuck})
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+"""Typed application keys of the memory service."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from kaos_memory.executor import BackgroundExecutor
+from kaos_memory.metrics import MemoryMetrics
+from kaos_memory.service import MemoryService
+from kaos_memory.settings import MemorySettings
+from kaos_memory.storage.base import ConversationStore, LongTermStore
+
+SETTINGS_KEY = web.AppKey("kaos_memory_settings", MemorySettings)
+METRICS_KEY = web.AppKey("kaos_memory_metrics", MemoryMetrics)
+CONVERSATION_KEY = web.AppKey("kaos_memory_conversation", ConversationStore)
+LONGTERM_KEY = web.AppKey("kaos_memory_longterm", LongTermStore)
+EXECUTOR_KEY = web.AppKey("kaos_memory_executor", BackgroundExecutor)
+SERVICE_KEY = web.AppKey("kaos_memory_service", MemoryService)

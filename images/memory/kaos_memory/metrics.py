@@ -1,0 +1,106 @@
+"""Prometheus metrics of the memory service, registered on the app's own registry.
+
+Per-endpoint request counts and latency histograms come from the shared middleware
+(``kaos_memory_http_*``); this module adds the executor, the tiers' background work and
+degradation, all under the ``kaos_memory`` namespace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaos_core.metrics import LATENCY_BUCKETS
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+NAMESPACE = "kaos_memory"
+# Folds and extractions wait on a model: seconds to minutes.
+WORK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+@dataclass(frozen=True)
+class MemoryMetrics:
+    queue_depth: Gauge
+    in_flight: Gauge
+    jobs: Counter
+    job_failures: Counter
+    job_retries: Counter
+    job_duration: Histogram
+    folds: Counter
+    fold_duration: Histogram
+    extractions: Counter
+    extraction_duration: Histogram
+    degraded: Counter
+    tier_latency: Histogram
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry) -> MemoryMetrics:
+        def counter(name: str, doc: str, labels: list[str]) -> Counter:
+            return Counter(name, doc, labels, namespace=NAMESPACE, registry=registry)
+
+        def histogram(
+            name: str, doc: str, labels: list[str], buckets: tuple[float, ...]
+        ) -> Histogram:
+            return Histogram(
+                name, doc, labels, namespace=NAMESPACE, registry=registry, buckets=buckets
+            )
+
+        return cls(
+            queue_depth=Gauge(
+                "executor_queue_depth",
+                "Background jobs waiting in the queue.",
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            in_flight=Gauge(
+                "executor_in_flight",
+                "Background jobs running now.",
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            jobs=counter("executor_jobs", "Background jobs that succeeded, by kind.", ["kind"]),
+            job_failures=counter(
+                "executor_failures",
+                "Background jobs that failed after their retries, by kind.",
+                ["kind"],
+            ),
+            job_retries=counter(
+                "executor_retries", "Retries of failed background jobs, by kind.", ["kind"]
+            ),
+            job_duration=histogram(
+                "executor_job_duration_seconds",
+                "Duration of successful background jobs, by kind.",
+                ["kind"],
+                WORK_BUCKETS,
+            ),
+            folds=counter(
+                "folds", "Digest folds, by outcome (done, failed, skipped).", ["outcome"]
+            ),
+            fold_duration=histogram(
+                "fold_duration_seconds",
+                "Duration of digest generation for a fold.",
+                [],
+                WORK_BUCKETS,
+            ),
+            extractions=counter(
+                "extractions",
+                "Long-term extractions of evicted turns, by outcome (done, failed, erased).",
+                ["outcome"],
+            ),
+            extraction_duration=histogram(
+                "extraction_duration_seconds",
+                "Duration of one Mem0 extraction of an evicted batch.",
+                [],
+                WORK_BUCKETS,
+            ),
+            degraded=counter(
+                "degraded",
+                "Answers or background work marked degraded, by reason.",
+                ["reason"],
+            ),
+            tier_latency=histogram(
+                "tier_duration_seconds",
+                "Latency of one tier operation on the request path, by tier and operation.",
+                ["tier", "op"],
+                LATENCY_BUCKETS,
+            ),
+        )

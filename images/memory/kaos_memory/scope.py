@@ -1,0 +1,198 @@
+"""Scope and attribution, derived server-side from the verified identity: pure functions.
+
+Reads and erasure select a *scope* (a long-term filter plus, for non-store levels, the
+session's conversational key); writes carry level-less compound *attribution*. Both come
+only from the identity headers, the requested level, the posture and the store's read
+ceiling. Anything that cannot resolve a usable owner key fails here, before a store is
+touched, so an unresolved scope can never widen into an unscoped query.
+
+Long-term filters use Mem0's wildcard convention. ``"*"`` means different things on the
+two backends (Chroma drops the condition; pgvector turns it into "key present"), so the
+wildcard is only ever put on ``run_id``: every fact carries a ``run_id`` (a write needs
+a session), so "key present" and "no condition" select the same rows on both backends,
+including facts written without a principal (which have no ``user_id``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kaos_core.errors import BadRequest, Forbidden
+from kaos_core.memory.contract import Level, scope_rank
+from kaos_core.memory.identity import Identity
+
+WILDCARD = "*"
+GROUP_KEY = "kaos_group"
+RUN_KEY = "kaos_run"
+
+
+@dataclass(frozen=True)
+class Posture:
+    """The cluster posture projected into the service by the operator."""
+
+    require_principal: bool = False
+    require_agent_identity: bool = False
+
+
+def conversation_key(group: str, session: str) -> str:
+    """Key of a session's window and digest: stable store group plus session id."""
+    return f"kaos_group:{group}|run:{session}"
+
+
+# Mem0 rejects entity ids with whitespace; headers may carry it. A reversible escape keeps
+# equality (and so every filter) intact. '%' is escaped first so decoding is unambiguous.
+_ESCAPE_RE = re.compile(r"[%\s]")
+_UNESCAPE_RE = re.compile(r"%([0-9A-F]{2,6});")
+
+
+def to_entity_id(value: str) -> str:
+    return _ESCAPE_RE.sub(lambda m: f"%{ord(m.group(0)):02X};", value)
+
+
+def from_entity_id(value: str) -> str:
+    return _UNESCAPE_RE.sub(lambda m: chr(int(m.group(1), 16)), value)
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Everything a write is attributed to: every verified key, never a level."""
+
+    group: str
+    session: str
+    principal: str | None
+    agent: str | None
+
+    @property
+    def key(self) -> str:
+        return conversation_key(self.group, self.session)
+
+    def mem0_ids(self) -> dict[str, str]:
+        ids = {"run_id": to_entity_id(self.session)}
+        if self.principal is not None:
+            ids["user_id"] = to_entity_id(self.principal)
+        if self.agent is not None:
+            ids["agent_id"] = to_entity_id(self.agent)
+        return ids
+
+    def mem0_metadata(self) -> dict[str, str]:
+        return {GROUP_KEY: self.group, RUN_KEY: self.session}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A resolved read or erasure scope.
+
+    ``session`` is the conversational key's session (``None`` for ``store``, which has
+    no conversational tiers); ``principal``/``agent`` are the owner keys that take part
+    in the long-term filter at this level.
+    """
+
+    level: Level
+    group: str
+    session: str | None
+    principal: str | None
+    agent: str | None
+
+    @property
+    def key(self) -> str | None:
+        return None if self.session is None else conversation_key(self.group, self.session)
+
+    def long_term_filter(self) -> dict[str, str]:
+        """The Mem0 filter for this level (see the module docstring for the wildcard)."""
+        f: dict[str, str] = {GROUP_KEY: self.group}
+        if self.level == "session":
+            assert self.session is not None
+            f["run_id"] = to_entity_id(self.session)
+            if self.principal is not None:
+                f["user_id"] = to_entity_id(self.principal)
+        elif self.level == "agent":
+            assert self.agent is not None
+            f["agent_id"] = to_entity_id(self.agent)
+            if self.principal is not None:
+                f["user_id"] = to_entity_id(self.principal)
+        elif self.level == "user":
+            assert self.principal is not None
+            f["user_id"] = to_entity_id(self.principal)
+        else:
+            f["run_id"] = WILDCARD
+        return f
+
+    def matches(self, payload: dict[str, object]) -> bool:
+        """Whether a stored fact's payload falls inside this scope (the filter, in Python).
+
+        Used to re-check rows a backend returned, so a filter translation defect in a
+        vector store cannot leak another tenant's fact into an answer.
+        """
+        for key, value in self.long_term_filter().items():
+            if value == WILDCARD:
+                continue
+            if payload.get(key) != value:
+                return False
+        return True
+
+
+def derive_attribution(identity: Identity, posture: Posture, group: str) -> Attribution:
+    """Attribution of a write; fails closed on a missing session or posture key."""
+    if identity.session is None:
+        raise BadRequest("a write needs the X-Session-Id header", code="missing_session")
+    if posture.require_principal and identity.principal is None:
+        raise Forbidden("this store requires X-Principal on writes", code="principal_required")
+    if posture.require_agent_identity and identity.agent is None:
+        raise Forbidden(
+            "this store requires X-Agent-Identity on writes", code="agent_identity_required"
+        )
+    return Attribution(
+        group=group, session=identity.session, principal=identity.principal, agent=identity.agent
+    )
+
+
+def derive_scope(
+    identity: Identity,
+    level: Level,
+    *,
+    posture: Posture,
+    ceiling: Level,
+    group: str,
+    conversational: bool,
+) -> Scope:
+    """Scope of a read or erasure at ``level``.
+
+    403: ``store`` with an agent header, a level above the ceiling, or a secured posture
+    whose principal is missing on an agent's call. 400: an owner key of the level is
+    missing, or conversational tiers are asked for without a session.
+    """
+    if level == "store":
+        if identity.agent is not None:
+            raise Forbidden(
+                "the store level is administrative: not available to agents",
+                code="store_level_forbidden",
+            )
+        return Scope(level="store", group=group, session=None, principal=None, agent=None)
+    if scope_rank(level) > scope_rank(ceiling):
+        raise Forbidden(
+            f"level {level!r} is above this store's read ceiling {ceiling!r}",
+            code="above_ceiling",
+        )
+    # Under a secured posture an agent's owner is {agent, principal}: without the principal
+    # the two-key partition cannot be kept, so the call fails instead of widening.
+    if posture.require_principal and identity.agent is not None and identity.principal is None:
+        raise Forbidden("this store requires X-Principal", code="principal_required")
+    if level == "session" and identity.session is None:
+        raise BadRequest("level 'session' needs the X-Session-Id header", code="unresolved_scope")
+    if level == "agent" and identity.agent is None:
+        raise BadRequest("level 'agent' needs the X-Agent-Identity header", code="unresolved_scope")
+    if level == "user" and identity.principal is None:
+        raise BadRequest("level 'user' needs the X-Principal header", code="unresolved_scope")
+    if conversational and identity.session is None:
+        raise BadRequest(
+            "short_term and medium_term need the X-Session-Id header", code="missing_session"
+        )
+    principal = identity.principal if level in ("session", "agent", "user") else None
+    return Scope(
+        level=level,
+        group=group,
+        session=identity.session,
+        principal=principal,
+        agent=identity.agent if level == "agent" else None,
+    )

@@ -1,0 +1,333 @@
+"""The tier composition: write, recall, list and forget over the three tiers.
+
+Scope and attribution come from ``scope``; this module decides what each operation
+touches and how failures surface. Recall and list are always soft: a failing tier is left
+empty and the answer says ``degraded``. Write and forget are soft unless the request (or
+the store's default) says strict, in which case a failure is a 500 ``StrictFailure``.
+A strict write first checks that the long-term store answers and that background work can
+be queued, so a strict write that fails has written nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from kaos_core.errors import BadRequest, StrictFailure
+from kaos_core.memory.contract import (
+    CONVERSATIONAL_TIERS,
+    Fact,
+    FailureMode,
+    ForgetRequest,
+    ForgetResponse,
+    Forgotten,
+    ListRequest,
+    ListResponse,
+    LongTerm,
+    MediumTerm,
+    RecallRequest,
+    RecallResponse,
+    ShortTerm,
+    Tier,
+    WindowTurn,
+    WriteRequest,
+    WriteResponse,
+)
+from kaos_core.memory.identity import Identity
+
+from kaos_memory.compaction import count_tokens, needs_fold, window
+from kaos_memory.folding import Folder
+from kaos_memory.metrics import MemoryMetrics
+from kaos_memory.scope import (
+    Posture,
+    Scope,
+    conversation_key,
+    derive_attribution,
+    derive_scope,
+)
+from kaos_memory.settings import MemorySettings
+from kaos_memory.storage.base import (
+    ConversationStore,
+    Erased,
+    ErasureSelector,
+    FoldPolicy,
+    LongTermStore,
+    NewTurn,
+)
+from kaos_memory.storage.longterm import decode_cursor
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Conversational:
+    short_term: ShortTerm
+    medium_term: MediumTerm
+    degraded: bool = False
+
+
+EMPTY_CONVERSATION = Conversational(ShortTerm(), MediumTerm())
+
+
+def fact_block(facts: list[Fact]) -> str:
+    """The recalled facts as one text block an agent can put in its context."""
+    return "\n".join(f"- {f.text}" for f in facts)
+
+
+class MemoryService:
+    def __init__(
+        self,
+        settings: MemorySettings,
+        *,
+        conversation: ConversationStore,
+        longterm: LongTermStore,
+        folder: Folder,
+        metrics: MemoryMetrics,
+    ) -> None:
+        self.settings = settings
+        self.conversation = conversation
+        self.longterm = longterm
+        self.folder = folder
+        self.metrics = metrics
+        self.posture = Posture(
+            require_principal=settings.require_principal,
+            require_agent_identity=settings.require_agent_identity,
+        )
+        self.policy = self.fold_policy(settings)
+
+    @staticmethod
+    def fold_policy(settings: MemorySettings) -> FoldPolicy:
+        return FoldPolicy(
+            trigger_tokens=settings.effective_fold_trigger,
+            target_tokens=settings.effective_fold_target,
+            max_events=settings.max_events,
+        )
+
+    def _mode(self, requested: FailureMode | None) -> FailureMode:
+        return requested or self.settings.default_failure_mode
+
+    async def _timed(self, tier: str, op: str, aw: Awaitable[T]) -> T:
+        started = time.perf_counter()
+        try:
+            return await aw
+        finally:
+            self.metrics.tier_latency.labels(tier=tier, op=op).observe(
+                time.perf_counter() - started
+            )
+
+    def _scope(self, identity: Identity, level: str, include: list[Tier] | None) -> Scope:
+        conversational = (
+            include is not None and level != "store" and bool(set(include) & CONVERSATIONAL_TIERS)
+        )
+        return derive_scope(
+            identity,
+            level,  # type: ignore[arg-type]
+            posture=self.posture,
+            ceiling=self.settings.max_read_scope,
+            group=self.settings.group,
+            conversational=conversational,
+        )
+
+    # --- write ----------------------------------------------------------------------------
+
+    async def write(self, identity: Identity, req: WriteRequest) -> tuple[WriteResponse, int]:
+        attribution = derive_attribution(identity, self.posture, self.settings.group)
+        strict = self._mode(req.failure_mode) == "strict"
+        if strict:
+            await self._check_writable()
+        turns = [NewTurn(t.role, t.content, count_tokens(t.content)) for t in req.turns]
+        try:
+            stats = await self._timed(
+                "short_term", "append", self.conversation.append(attribution, turns, req.infer)
+            )
+        except Exception as exc:
+            log.error("window append failed", exc_info=True)
+            self.metrics.degraded.labels(reason="write_failed").inc()
+            if strict:
+                raise StrictFailure(f"the window store failed: {type(exc).__name__}") from exc
+            return WriteResponse(accepted=0, scheduled=False, degraded=True), 200
+        scheduled = degraded = False
+        if needs_fold(stats.tokens, stats.events, self.policy):
+            scheduled = self.folder.schedule(attribution)
+            degraded = not scheduled
+        response = WriteResponse(accepted=len(turns), scheduled=scheduled, degraded=degraded)
+        return response, 202 if scheduled else 200
+
+    async def _check_writable(self) -> None:
+        try:
+            await asyncio.wait_for(self.longterm.ping(), self.settings.recall_timeout)
+        except Exception as exc:
+            raise StrictFailure(
+                f"the long-term store does not answer: {type(exc).__name__}"
+            ) from exc
+        if not self.folder.executor.has_room():
+            raise StrictFailure("background work cannot be queued now (queue full)")
+
+    # --- reads ----------------------------------------------------------------------------
+
+    async def recall(self, identity: Identity, req: RecallRequest) -> RecallResponse:
+        scope = self._scope(identity, req.level, req.include)
+        top_k = req.top_k or self.settings.recall_top_k
+
+        async def long_term() -> tuple[LongTerm, bool]:
+            if "long_term" not in req.include:
+                return LongTerm(), False
+            try:
+                facts = await self._timed(
+                    "long_term",
+                    "search",
+                    asyncio.wait_for(
+                        self.longterm.search(scope, req.query, top_k),
+                        self.settings.recall_timeout,
+                    ),
+                )
+            except Exception:
+                log.warning("long-term recall failed", exc_info=True)
+                self.metrics.degraded.labels(reason="recall_long_term").inc()
+                return LongTerm(), True
+            return LongTerm(facts=facts, block=fact_block(facts)), False
+
+        (lt, lt_degraded), conv = await asyncio.gather(
+            long_term(), self._conversational(scope, req.include)
+        )
+        return RecallResponse(
+            long_term=lt,
+            medium_term=conv.medium_term,
+            short_term=conv.short_term,
+            degraded=lt_degraded or conv.degraded,
+        )
+
+    async def list_scope(self, identity: Identity, req: ListRequest) -> ListResponse:
+        scope = self._scope(identity, req.level, req.include)
+        if req.cursor is not None:
+            try:
+                decode_cursor(req.cursor)
+            except ValueError:
+                raise BadRequest(
+                    "cursor is not one this service gave out", code="bad_cursor"
+                ) from None
+
+        async def long_term() -> tuple[LongTerm, str | None, bool]:
+            if "long_term" not in req.include:
+                return LongTerm(), None, False
+            try:
+                facts, next_cursor = await self._timed(
+                    "long_term", "list", self.longterm.list_facts(scope, req.limit, req.cursor)
+                )
+            except Exception:
+                log.warning("long-term listing failed", exc_info=True)
+                self.metrics.degraded.labels(reason="list_long_term").inc()
+                return LongTerm(), None, True
+            return LongTerm(facts=facts, block=fact_block(facts)), next_cursor, False
+
+        (lt, next_cursor, lt_degraded), conv = await asyncio.gather(
+            long_term(), self._conversational(scope, req.include)
+        )
+        return ListResponse(
+            long_term=lt,
+            medium_term=conv.medium_term,
+            short_term=conv.short_term,
+            degraded=lt_degraded or conv.degraded,
+            next_cursor=next_cursor,
+        )
+
+    async def _conversational(self, scope: Scope, include: list[Tier]) -> Conversational:
+        key = scope.key
+        wanted: set[Tier] = set(include) & CONVERSATIONAL_TIERS
+        if key is None or not wanted or scope.level == "store":
+            return EMPTY_CONVERSATION
+        try:
+            return await self._timed(
+                "short_term", "read", self._read_conversation(scope, key, wanted)
+            )
+        except Exception:
+            log.warning("conversational read failed", exc_info=True)
+            self.metrics.degraded.labels(reason="recall_conversation").inc()
+            return Conversational(ShortTerm(), MediumTerm(), degraded=True)
+
+    async def _read_conversation(self, scope: Scope, key: str, wanted: set[Tier]) -> Conversational:
+        # A principal-bound read sees the session only if that principal wrote to it.
+        if scope.principal is not None and not await self.conversation.is_attributed(
+            key, scope.principal
+        ):
+            return EMPTY_CONVERSATION
+        short = ShortTerm()
+        medium = MediumTerm()
+        if "short_term" in wanted:
+            rows = await self.conversation.window_rows(key, self.settings.max_events)
+            turns = window(rows, self.settings.token_budget, self.settings.max_events)
+            short = ShortTerm(
+                window=[WindowTurn(role=t.role, content=t.content, at=t.at) for t in turns]
+            )
+        if "medium_term" in wanted:
+            digest = await self.conversation.latest_digest(key)
+            if digest is not None:
+                medium = MediumTerm(summary=digest.summary, version=digest.version)
+        return Conversational(short, medium)
+
+    # --- forget ---------------------------------------------------------------------------
+
+    async def forget(self, identity: Identity, req: ForgetRequest) -> ForgetResponse:
+        scope = self._scope(identity, req.level, None)
+        strict = self._mode(req.failure_mode) == "strict"
+        conv_result, lt_result = await asyncio.gather(
+            self._timed("short_term", "erase", self._erase_conversation(scope)),
+            self._timed("long_term", "erase", self.longterm.erase(scope)),
+            return_exceptions=True,
+        )
+        failures: list[str] = []
+        erased = Erased()
+        facts = 0
+        if isinstance(conv_result, BaseException):
+            log.error("conversational erasure failed", exc_info=conv_result)
+            failures.append(f"conversational tiers: {type(conv_result).__name__}")
+        else:
+            erased = conv_result
+        if isinstance(lt_result, BaseException):
+            log.error("long-term erasure failed", exc_info=lt_result)
+            failures.append(f"long-term tier: {type(lt_result).__name__}")
+        else:
+            facts = lt_result
+        if failures:
+            self.metrics.degraded.labels(reason="forget_failed").inc()
+            if strict:
+                raise StrictFailure("erasure incomplete: " + "; ".join(failures))
+        log.info(
+            "scope forgotten",
+            extra={
+                "level": scope.level,
+                "turns": erased.turns,
+                "digests": erased.digests,
+                "facts": facts,
+            },
+        )
+        return ForgetResponse(
+            forgotten=Forgotten(
+                short_term=erased.turns, medium_term=erased.digests, long_term=facts
+            ),
+            degraded=bool(failures),
+        )
+
+    async def _erase_conversation(self, scope: Scope) -> Erased:
+        group = self.settings.group
+        if scope.level == "session":
+            assert scope.session is not None
+            key = conversation_key(group, scope.session)
+            if scope.principal is not None and not await self.conversation.is_attributed(
+                key, scope.principal
+            ):
+                return Erased()
+            selector = ErasureSelector(group=group, key=key)
+        elif scope.level == "agent":
+            selector = ErasureSelector(group=group, principal=scope.principal, agent=scope.agent)
+        elif scope.level == "user":
+            selector = ErasureSelector(group=group, principal=scope.principal)
+        else:
+            selector = ErasureSelector(group=group)
+        return await self.conversation.erase(selector)

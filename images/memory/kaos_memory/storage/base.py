@@ -1,0 +1,160 @@
+"""One typed interface per storage tier, and the rows that cross it.
+
+``ConversationStore`` owns the two KAOS tiers (the short-term window's turns and the
+medium-term digest versions) plus their bookkeeping (the attribution/erasure index and
+fold records); one implementation per backend (SQLite, PostgreSQL). ``LongTermStore`` is
+the Mem0-backed semantic tier. Constructors do no I/O; ``start`` opens, ``close`` closes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from kaos_core.memory.contract import Fact
+
+from kaos_memory.scope import Attribution, Scope
+
+
+@dataclass(frozen=True)
+class NewTurn:
+    role: str
+    content: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class TurnRow:
+    seq: int
+    role: str
+    content: str
+    tokens: int
+    at: str
+    principal: str | None
+    agent: str | None
+    infer: bool
+
+
+@dataclass(frozen=True)
+class ActiveStats:
+    """Size of a session's unfolded turns, right after a write."""
+
+    tokens: int
+    events: int
+
+
+@dataclass(frozen=True)
+class Digest:
+    version: int
+    summary: str
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A batch of the oldest turns evicted from a session's window, recorded once."""
+
+    id: int
+    key: str
+    session: str
+    turns: list[TurnRow]
+
+
+@dataclass(frozen=True)
+class FoldPolicy:
+    trigger_tokens: int
+    target_tokens: int
+    max_events: int
+
+
+@dataclass(frozen=True)
+class Erased:
+    turns: int = 0
+    digests: int = 0
+
+
+@dataclass(frozen=True)
+class ErasureSelector:
+    """Which sessions an erasure reaches, found through the attribution index.
+
+    ``key`` set: that one session. Otherwise every session of ``group`` whose attribution
+    has ``principal`` and/or ``agent`` (both ``None``: the whole group).
+    """
+
+    group: str
+    key: str | None = None
+    principal: str | None = None
+    agent: str | None = None
+
+
+class ConversationStore(Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None: ...
+
+    async def append(
+        self, attribution: Attribution, turns: list[NewTurn], infer: bool
+    ) -> ActiveStats:
+        """Insert turns and their attribution index row in one transaction."""
+        ...
+
+    async def window_rows(self, key: str, limit: int) -> list[TurnRow]:
+        """The newest ``limit`` unfolded turns of a session, newest first."""
+        ...
+
+    async def is_attributed(self, key: str, principal: str) -> bool:
+        """Whether ``principal`` wrote to the session (the principal-bound read check)."""
+        ...
+
+    async def latest_digest(self, key: str) -> Digest | None: ...
+
+    async def claim_fold(self, attribution: Attribution, policy: FoldPolicy) -> Fold | None:
+        """Atomically mark the oldest unfolded turns as one fold, if the trigger is crossed."""
+        ...
+
+    async def pending_digest_folds(self, key: str) -> list[Fold]:
+        """Folds of a session whose turns are not yet in a digest version, oldest first."""
+        ...
+
+    async def add_digest(
+        self, key: str, summary: str, fold_ids: list[int], retention: int
+    ) -> int | None:
+        """Append a digest version covering ``fold_ids``; prune beyond ``retention``.
+
+        ``None`` when the folds no longer exist (erased meanwhile) or were already
+        digested: nothing is written, so erasure cannot be undone by a late digest.
+        """
+        ...
+
+    async def set_extraction(self, fold_id: int, status: str) -> bool:
+        """Record a fold's extraction status; False when the fold was erased."""
+        ...
+
+    async def erase(self, selector: ErasureSelector) -> Erased: ...
+
+
+class LongTermStore(Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None: ...
+
+    async def add(self, turns: list[TurnRow], attribution: Attribution, infer: bool) -> list[str]:
+        """Hand turns to Mem0 (extraction when ``infer``); the ids of stored facts."""
+        ...
+
+    async def search(self, scope: Scope, query: str, top_k: int) -> list[Fact]: ...
+
+    async def list_facts(
+        self, scope: Scope, limit: int, cursor: str | None
+    ) -> tuple[list[Fact], str | None]:
+        """One page of the scope's facts in ``(created_at, id)`` order, and the next cursor."""
+        ...
+
+    async def erase(self, scope: Scope) -> int:
+        """Delete every fact of the scope and purge their text from Mem0's history."""
+        ...
+
+    async def erase_ids(self, ids: list[str]) -> int: ...

@@ -1,0 +1,366 @@
+"""The long-term tier: Mem0 2.2.1 embedded as a library, over Chroma (local) or pgvector.
+
+Mem0 is synchronous, so every call runs in a bounded thread pool owned by this adapter;
+the event loop never waits on it. Mem0 is imported lazily, after ``MEM0_TELEMETRY=False``
+and ``MEM0_DIR`` (inside the service's data dir) are set, because it reads both at import.
+
+What this adapter adds to Mem0:
+
+- Filters from ``Scope.long_term_filter`` (wildcard only on ``run_id``, see ``scope``),
+  and a re-check of every returned row against the scope in Python.
+- Listing with a cursor (Mem0's ``get_all`` has neither order nor offset): the scope's
+  rows sorted by ``(created_at, id)``; the cursor is the last ``(created_at, id)`` served.
+- Erasure as filtered listing plus per-id deletion (it works for every level on both
+  backends, including facts without a ``user_id``), then a purge of Mem0's history
+  database: the ``history`` rows of the deleted ids (Mem0 keeps deleted text there) and
+  the ``messages`` rows (raw turns Mem0 keeps as extraction context) of the scope.
+- On Chroma, a purge of the deleted ids' add/update records from Chroma's write-ahead
+  log (``embeddings_queue``): Chroma keeps every record's full metadata, and so the fact
+  text, in that log until a much later compaction, long after the row was deleted.
+  The delete records stay, so a replay of the log after a restart still deletes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from kaos_core.memory.contract import Fact
+
+from kaos_memory.scope import GROUP_KEY, WILDCARD, Attribution, Scope, from_entity_id
+from kaos_memory.settings import MemorySettings
+from kaos_memory.storage.base import TurnRow
+from kaos_memory.storage.purge import purge_chroma_log, purge_mem0_history
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Listing reads at most this many rows of one scope per page request.
+LIST_SCAN_LIMIT = 1_000_000
+ERASE_BATCH = 1000
+_EXTRACTED_ROLES = ("user", "assistant")
+_ID_KEYS = ("user_id", "agent_id", "run_id")
+
+
+def mem0_config(settings: MemorySettings) -> dict[str, Any]:
+    """The ``Memory.from_config`` dict for the configured storage mode."""
+    api_key = settings.api_key or "unused"
+    vector_store: dict[str, Any]
+    if settings.storage == "local":
+        vector_store = {
+            "provider": "chroma",
+            "config": {
+                "collection_name": settings.collection,
+                "path": str(settings.chroma_dir),
+            },
+        }
+    else:
+        assert settings.dsn is not None
+        vector_store = {
+            "provider": "pgvector",
+            "config": {
+                "connection_string": pgvector_dsn(settings.dsn),
+                "collection_name": settings.collection,
+                "embedding_model_dims": settings.embedding_dims,
+                "hnsw": True,
+            },
+        }
+    return {
+        "vector_store": vector_store,
+        "llm": {
+            "provider": "openai",
+            "config": {
+                "model": settings.summarization_model,
+                "api_key": api_key,
+                "openai_base_url": settings.model_base_url,
+            },
+        },
+        "embedder": {
+            "provider": "openai",
+            "config": {
+                "model": settings.embedding_model,
+                "api_key": api_key,
+                "openai_base_url": settings.model_base_url,
+                "embedding_dims": settings.embedding_dims,
+            },
+        },
+        "history_db_path": str(settings.mem0_history_path),
+    }
+
+
+def pgvector_dsn(dsn: str) -> str:
+    """``dsn`` with pgvector's HNSW iterative scans on (pgvector >= 0.8).
+
+    Without it a selective tenant filter returns fewer rows than asked, because the
+    index scan stops before enough rows pass the filter. A DSN that already sets
+    ``options`` is left alone: the operator chose them.
+    """
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(dsn)
+    if "options" in params:
+        return dsn
+    option = "-c hnsw.iterative_scan=relaxed_order"
+    if dsn.startswith(("postgresql://", "postgres://")):
+        from urllib.parse import quote
+
+        sep = "&" if "?" in dsn else "?"
+        return f"{dsn}{sep}options={quote(option)}"
+    return make_conninfo(dsn, options=option)
+
+
+def encode_cursor(created_at: str, fact_id: str) -> str:
+    raw = json.dumps([created_at, fact_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    """The position a cursor names; ``ValueError`` for anything not made by this service."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, fact_id = json.loads(raw)
+    except (ValueError, TypeError) as exc:
+        raise ValueError("malformed cursor") from exc
+    if not isinstance(created_at, str) or not isinstance(fact_id, str):
+        raise ValueError("malformed cursor")
+    return created_at, fact_id
+
+
+def _payload_of(item: dict[str, Any]) -> dict[str, Any]:
+    """A Mem0 result item's identity keys and metadata, flattened back into a payload."""
+    payload: dict[str, Any] = dict(item.get("metadata") or {})
+    for key in _ID_KEYS:
+        if key in item:
+            payload[key] = item[key]
+    return payload
+
+
+def _fact(item: dict[str, Any]) -> Fact:
+    def decoded(key: str) -> str | None:
+        value = item.get(key)
+        return None if value is None else from_entity_id(str(value))
+
+    return Fact(
+        id=str(item["id"]),
+        text=str(item.get("memory") or ""),
+        score=item.get("score"),
+        agent_id=decoded("agent_id"),
+        user_id=decoded("user_id"),
+        session_id=decoded("run_id"),
+        created_at=str(item.get("created_at") or ""),
+    )
+
+
+class Mem0LongTermStore:
+    """``LongTermStore`` over an embedded Mem0 ``Memory``."""
+
+    def __init__(self, settings: MemorySettings) -> None:
+        self.settings = settings
+        self.backend = "chroma" if settings.storage == "local" else "pgvector"
+        self._pool: ThreadPoolExecutor | None = None
+        self._memory: Any = None
+        self._ping: asyncio.Future[None] | None = None
+        # Erasure and extraction must not interleave on Mem0's history purge.
+        self._history_lock = threading.Lock()
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self._pool is None:
+            raise RuntimeError("long-term store is not started")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    async def start(self) -> None:
+        self._pool = ThreadPoolExecutor(
+            max_workers=self.settings.mem0_threads, thread_name_prefix="kaos-mem0"
+        )
+        await self._run(self._build)
+
+    def _build(self) -> None:
+        os.environ["MEM0_TELEMETRY"] = "False"
+        os.environ["MEM0_DIR"] = str(self.settings.mem0_dir)
+        self.settings.mem0_dir.mkdir(parents=True, exist_ok=True)
+        if self.settings.storage == "local":
+            self.settings.chroma_dir.mkdir(parents=True, exist_ok=True)
+        from mem0 import Memory
+
+        memory = Memory.from_config(mem0_config(self.settings))
+        # Bounded model calls: Mem0 builds its OpenAI clients with the library defaults
+        # (10 min timeout, 2 retries); the service's executor owns retries instead.
+        memory.llm.client = memory.llm.client.with_options(
+            timeout=self.settings.model_timeout, max_retries=0
+        )
+        memory.embedding_model.client = memory.embedding_model.client.with_options(
+            timeout=self.settings.embed_timeout, max_retries=0
+        )
+        self._memory = memory
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        memory, self._memory = self._memory, None
+        if memory is not None:
+            await asyncio.get_running_loop().run_in_executor(pool, self._close_memory, memory)
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    @staticmethod
+    def _close_memory(memory: Any) -> None:
+        try:
+            memory.close()
+        except Exception:
+            log.warning("closing mem0 failed", exc_info=True)
+        pool = getattr(memory.vector_store, "connection_pool", None)
+        if pool is not None:
+            try:
+                pool.close()
+            except Exception:
+                log.warning("closing the pgvector pool failed", exc_info=True)
+
+    @property
+    def memory(self) -> Any:
+        if self._memory is None:
+            raise RuntimeError("long-term store is not started")
+        return self._memory
+
+    async def ping(self) -> None:
+        # One probe at a time: a hung vector store must not pile probes into the pool.
+        if self._ping is None or self._ping.done():
+            self._ping = asyncio.ensure_future(self._run(self._ping_sync))
+        await asyncio.shield(self._ping)
+
+    def _ping_sync(self) -> None:
+        store = self.memory.vector_store
+        if self.backend == "chroma":
+            store.collection.count()
+        else:
+            store.list(filters={"run_id": WILDCARD}, top_k=1)
+
+    # --- add ------------------------------------------------------------------------------
+
+    async def add(self, turns: list[TurnRow], attribution: Attribution, infer: bool) -> list[str]:
+        return await self._run(self._add_sync, turns, attribution, infer)
+
+    def _add_sync(self, turns: list[TurnRow], attribution: Attribution, infer: bool) -> list[str]:
+        messages = [
+            {"role": t.role, "content": t.content} for t in turns if t.role in _EXTRACTED_ROLES
+        ]
+        if not messages:
+            return []
+        result = self.memory.add(
+            messages,
+            **attribution.mem0_ids(),
+            metadata=attribution.mem0_metadata(),
+            infer=infer,
+        )
+        return [str(r["id"]) for r in result.get("results", []) if "id" in r]
+
+    # --- reads ----------------------------------------------------------------------------
+
+    async def search(self, scope: Scope, query: str, top_k: int) -> list[Fact]:
+        if not query.strip():
+            return []
+        return await self._run(self._search_sync, scope, query, top_k)
+
+    def _search_sync(self, scope: Scope, query: str, top_k: int) -> list[Fact]:
+        result = self.memory.search(
+            query,
+            top_k=top_k,
+            filters=scope.long_term_filter(),
+            threshold=self.settings.recall_threshold,
+        )
+        items = [i for i in result.get("results", []) if scope.matches(_payload_of(i))]
+        return [_fact(i) for i in items]
+
+    async def list_facts(
+        self, scope: Scope, limit: int, cursor: str | None
+    ) -> tuple[list[Fact], str | None]:
+        after = None if cursor is None else decode_cursor(cursor)
+        return await self._run(self._list_sync, scope, limit, after)
+
+    def _list_sync(
+        self, scope: Scope, limit: int, after: tuple[str, str] | None
+    ) -> tuple[list[Fact], str | None]:
+        rows = self._rows(scope, LIST_SCAN_LIMIT)
+        items = sorted(
+            (
+                {"id": r.id, "memory": r.payload.get("data", ""), **r.payload}
+                for r in rows
+                if r.payload
+            ),
+            key=lambda i: (str(i.get("created_at") or ""), str(i["id"])),
+        )
+        if after is not None:
+            items = [i for i in items if (str(i.get("created_at") or ""), str(i["id"])) > after]
+        page = items[:limit]
+        next_cursor = None
+        if len(items) > limit and page:
+            last = page[-1]
+            next_cursor = encode_cursor(str(last.get("created_at") or ""), str(last["id"]))
+        return [_fact(i) for i in page], next_cursor
+
+    def _rows(self, scope: Scope, top_k: int) -> list[Any]:
+        """Vector-store rows of the scope (filter applied by the store, then re-checked)."""
+        listed = self.memory.vector_store.list(filters=scope.long_term_filter(), top_k=top_k)
+        if listed and isinstance(listed[0], list):
+            listed = listed[0]
+        return [r for r in listed if r.payload is not None and scope.matches(r.payload)]
+
+    # --- erasure --------------------------------------------------------------------------
+
+    async def erase(self, scope: Scope) -> int:
+        return await self._run(self._erase_sync, scope)
+
+    def _erase_sync(self, scope: Scope) -> int:
+        deleted: list[str] = []
+        seen: set[tuple[str, ...]] = set()
+        while True:
+            batch = [str(r.id) for r in self._rows(scope, ERASE_BATCH)]
+            if not batch:
+                break
+            marker = tuple(sorted(batch))
+            if marker in seen:
+                raise RuntimeError("long-term erasure made no progress")
+            seen.add(marker)
+            for fact_id in batch:
+                self._delete_one(fact_id)
+                deleted.append(fact_id)
+        self._purge_history(deleted, scope)
+        return len(deleted)
+
+    async def erase_ids(self, ids: list[str]) -> int:
+        return await self._run(self._erase_ids_sync, ids)
+
+    def _erase_ids_sync(self, ids: list[str]) -> int:
+        count = sum(self._delete_one(i) for i in ids)
+        self._purge_history(ids, None)
+        return count
+
+    def _delete_one(self, fact_id: str) -> bool:
+        try:
+            self.memory.delete(fact_id)
+        except ValueError:
+            return False  # already gone: another erasure got there first
+        return True
+
+    def _purge_history(self, ids: list[str], scope: Scope | None) -> None:
+        """Remove erased text from Mem0's history DB (Mem0 keeps it after deletion)."""
+        if self.backend == "chroma":
+            purge_chroma_log(self.settings.chroma_dir / "chroma.sqlite3", ids)
+        db = self.memory.db
+        wanted = None if scope is None else scope.long_term_filter()
+        with self._history_lock, db._lock:
+            purge_mem0_history(db.connection, ids, wanted)
+
+
+__all__ = ["GROUP_KEY", "Mem0LongTermStore", "decode_cursor", "encode_cursor", "mem0_config"]

@@ -1,0 +1,111 @@
+"""SQLite dialect of the conversational tiers (local mode): one file beside embedded Chroma.
+
+One connection used by one thread (the store's single executor thread), WAL journal so
+readers in other processes (tests, operators' debugging) never block the writer, and
+``BEGIN IMMEDIATE`` transactions: the single writer makes the per-key fold lock implicit.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from kaos_memory.storage.relational import Cursor
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS kaos_mem_turns (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        tokens INTEGER NOT NULL,
+        at TEXT NOT NULL,
+        principal TEXT,
+        agent TEXT,
+        infer INTEGER NOT NULL,
+        folded_by INTEGER
+    )""",
+    "CREATE INDEX IF NOT EXISTS kaos_mem_turns_window ON kaos_mem_turns (key, folded_by, seq)",
+    "CREATE INDEX IF NOT EXISTS kaos_mem_turns_fold ON kaos_mem_turns (folded_by)",
+    """CREATE TABLE IF NOT EXISTS kaos_mem_digests (
+        key TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        summary TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (key, version)
+    )""",
+    """CREATE TABLE IF NOT EXISTS kaos_mem_folds (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL,
+        session TEXT NOT NULL,
+        first_seq INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        turns INTEGER NOT NULL,
+        tokens INTEGER NOT NULL,
+        digest_version INTEGER,
+        digest_status TEXT NOT NULL,
+        extraction_status TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS kaos_mem_folds_key ON kaos_mem_folds (key, digest_status)",
+    """CREATE TABLE IF NOT EXISTS kaos_mem_attribution (
+        key TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        session TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        PRIMARY KEY (key, principal, agent)
+    )""",
+    "CREATE INDEX IF NOT EXISTS kaos_mem_attr_principal ON kaos_mem_attribution (grp, principal)",
+    "CREATE INDEX IF NOT EXISTS kaos_mem_attr_agent ON kaos_mem_attribution (grp, agent)",
+]
+
+
+class SqliteDialect:
+    threads = 1
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # The connection moves to the store's one executor thread; only that thread uses it.
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=5000")
+        self._conn = conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def schema(self) -> list[str]:
+        return SCHEMA
+
+    def q(self, text: str) -> str:
+        return text.replace("%s", "?")
+
+    @contextmanager
+    def transaction(self) -> Iterator[Cursor]:
+        if self._conn is None:
+            raise RuntimeError("sqlite store is not open")
+        cur = self._conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            yield cur
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        else:
+            cur.execute("COMMIT")
+        finally:
+            cur.close()
+
+    def lock_key(self, cur: Cursor, key: str) -> None:
+        # BEGIN IMMEDIATE already holds the database's one write lock.
+        return None

@@ -1,0 +1,199 @@
+"""The controller: informers feed one work queue whose workers run the reconcilers.
+
+Custom resources and the objects the operator owns are all watched. A change to a
+resource queues it and everything that depends on it (``RefIndex``); a change to an
+owned object queues its controlling owner. Workers start only once every cache has
+listed, so no reconcile mistakes "not cached yet" for "does not exist".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
+from kaos_core.crds.common import CustomObject
+from pydantic import ValidationError
+
+from kaos_operator.apply import controller_uid
+from kaos_operator.desired.common import MANAGED_BY_SELECTOR
+from kaos_operator.events import EventRecorder
+from kaos_operator.index import ObjKey, RefIndex
+from kaos_operator.kube import OWNED_TYPES, KubeClient, Obj, ResourceType
+from kaos_operator.metrics import OperatorMetrics
+from kaos_operator.queue import Result, Workers, WorkQueue
+from kaos_operator.settings import OperatorSettings
+from kaos_operator.watch import Informer
+
+log = logging.getLogger(__name__)
+
+KINDS: tuple[type[CustomObject], ...] = (Agent, ModelAPI, MCPServer, MemoryStore)
+
+
+class Reconciler(Protocol):
+    async def reconcile(self, namespace: str, name: str) -> Result: ...
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """References a resource makes to others, for the index."""
+
+    @staticmethod
+    def of(kind: str, obj: Obj) -> frozenset[ObjKey]:
+        ns = obj["metadata"].get("namespace", "")
+        spec: dict[str, Any] = obj.get("spec") or {}
+        deps: set[ObjKey] = set()
+        if kind == "Agent":
+            if spec.get("modelAPI"):
+                deps.add(("ModelAPI", ns, spec["modelAPI"]))
+            deps.update(("MCPServer", ns, n) for n in spec.get("mcpServers") or [])
+            deps.update(
+                ("Agent", ns, n) for n in (spec.get("agentNetwork") or {}).get("access", [])
+            )
+            store = ((spec.get("config") or {}).get("memory") or {}).get("memoryStore")
+            if store:
+                deps.add(("MemoryStore", ns, store))
+        elif kind == "MemoryStore":
+            for role in ((spec.get("models") or {}) or {}).values():
+                if isinstance(role, dict) and role.get("modelAPI"):
+                    deps.add(("ModelAPI", ns, role["modelAPI"]))
+        return frozenset(deps)
+
+
+class Controller:
+    """One operator's informers, queue, workers and reconcilers."""
+
+    def __init__(
+        self, client: KubeClient, settings: OperatorSettings, metrics: OperatorMetrics
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.metrics = metrics
+        self.recorder = EventRecorder(client, settings.leader.identity)
+        self.queue = WorkQueue(backoff_base=settings.backoff_base, backoff_max=settings.backoff_max)
+        self.index = RefIndex()
+        ns = settings.watch_namespace
+        self.resources: dict[str, Informer] = {}
+        for model in KINDS:
+            kind = model.info.kind
+            inf = Informer(client, ResourceType.of_kind(model.info), namespace=ns)
+            inf.add_handler(self._resource_handler(kind))
+            self.resources[kind] = inf
+        self.owned: dict[str, Informer] = {}
+        self._owned_by: dict[str, set[tuple[str, str, str]]] = {}
+        self._owner_of: dict[tuple[str, str, str], str] = {}
+        for rt in OWNED_TYPES:
+            inf = Informer(client, rt, namespace=ns, label_selector=MANAGED_BY_SELECTOR)
+            inf.add_handler(self._owned_handler(rt))
+            self.owned[rt.kind] = inf
+        self.reconcilers: dict[str, Reconciler] = {}
+        self.synced = False
+        self._workers = Workers(self.queue, self._handle, settings.workers)
+        metrics.queue_depth.set_function(lambda: self.queue.depth)
+
+    # -- events ----------------------------------------------------------------------
+
+    def _resource_handler(self, kind: str) -> Any:
+        def handle(event: str, obj: Obj) -> None:
+            meta = obj["metadata"]
+            key: ObjKey = (kind, meta.get("namespace", ""), meta["name"])
+            if event == "DELETED":
+                self.index.remove(key)
+            else:
+                self.index.set(key, Dependencies.of(kind, obj))
+            self.queue.add(key)
+            for dependent in self.index.dependents(key):
+                self.queue.add(dependent)
+
+        return handle
+
+    def _owned_handler(self, rt: ResourceType) -> Any:
+        def handle(event: str, obj: Obj) -> None:
+            meta = obj["metadata"]
+            entry = (rt.kind, meta.get("namespace", ""), meta["name"])
+            uid = controller_uid(obj)
+            previous = self._owner_of.pop(entry, None)
+            if previous is not None:
+                self._owned_by.get(previous, set()).discard(entry)
+            if uid is not None and event != "DELETED":
+                self._owned_by.setdefault(uid, set()).add(entry)
+                self._owner_of[entry] = uid
+            for ref in meta.get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") in self.resources:
+                    self.queue.add((ref["kind"], meta.get("namespace", ""), ref["name"]))
+
+        return handle
+
+    # -- what reconcilers read -------------------------------------------------------
+
+    def resource(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return self.resources[kind].get(namespace, name)
+
+    def live(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
+        return self.owned[rt.kind].get(namespace, name)
+
+    def owned_objects(self, uid: str) -> list[tuple[ResourceType, Obj]]:
+        out = []
+        for kind, ns, name in sorted(self._owned_by.get(uid, ())):
+            inf = self.owned[kind]
+            obj = inf.get(ns, name)
+            if obj is not None and controller_uid(obj) == uid:
+                out.append((inf.rt, obj))
+        return out
+
+    def all_resources(self, kind: str) -> list[Obj]:
+        return list(self.resources[kind].cache.values())
+
+    # -- running ---------------------------------------------------------------------
+
+    async def _handle(self, key: Hashable) -> Result:
+        assert isinstance(key, tuple)
+        kind, namespace, name = (str(part) for part in key)
+        started = time.monotonic()
+        try:
+            result = await self.reconcilers[kind].reconcile(namespace, name)
+        except ValidationError as exc:
+            # The API server validated the object; a model that disagrees is our bug.
+            log.error("object does not match the model", extra={"key": str(key), "error": str(exc)})
+            self.metrics.reconciles.labels(kind, "invalid").inc()
+            return Result()
+        except Exception:
+            self.metrics.reconciles.labels(kind, "error").inc()
+            self.metrics.errors.labels(kind).inc()
+            raise
+        finally:
+            self.metrics.latency.labels(kind).observe(time.monotonic() - started)
+        self.metrics.reconciles.labels(kind, "ok").inc()
+        return result
+
+    def informers(self) -> list[Informer]:
+        return [*self.resources.values(), *self.owned.values()]
+
+    async def run(self) -> None:
+        """Watch and reconcile until cancelled; running reconciles finish on the way out."""
+        from kaos_operator.reconcilers import build_reconcilers
+
+        self.reconcilers = build_reconcilers(self)
+        tasks = [
+            asyncio.create_task(inf.run(), name=f"informer-{inf.rt.plural}")
+            for inf in self.informers()
+        ]
+        try:
+            await asyncio.gather(*(inf.synced.wait() for inf in self.informers()))
+            self._workers.start()
+            self.synced = True
+            log.info("caches synced, reconciling")
+            await asyncio.Event().wait()
+        finally:
+            self.synced = False
+            await self._workers.stop()
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t

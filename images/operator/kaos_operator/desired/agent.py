@@ -1,0 +1,181 @@
+"""An Agent's desired Deployment and Service, and the environment its runtime reads.
+
+The read-scope rules live here too, as pure functions, because they decide both the
+environment and whether the operator refuses the binding: an agent never reads wider
+than its store's ceiling, and a ``user`` scope needs a secured user-identity posture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaos_core import agent_env as names
+from kaos_core.crds import reasons
+from kaos_core.crds.agent import Agent, AgentMemory, ReadScope
+from kaos_core.memory.contract import scope_rank
+
+from kaos_operator.desired.common import (
+    AGENT_PORT,
+    Endpoint,
+    Obj,
+    bool_env,
+    container,
+    deployment,
+    env_list,
+    http_probe,
+    restricted_security_context,
+    service,
+    service_url,
+)
+from kaos_operator.settings import Images, Posture
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """What an Agent's objects depend on beyond its own spec, resolved by the reconciler."""
+
+    images: Images
+    posture: Posture
+    model_api_url: str
+    model_name: str
+    mcp_servers: tuple[Endpoint, ...] = ()
+    sub_agents: tuple[Endpoint, ...] = ()
+    memory_endpoint: str | None = None
+    store_ceiling: ReadScope | None = None
+    # Listening address and public URL; the defaults are the pod's, a local stack overrides.
+    listen_host: str = "0.0.0.0"
+    listen_port: int = AGENT_PORT
+    public_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the operator will not run an Agent as specified."""
+
+    reason: str
+    message: str
+
+
+def agent_identity(namespace: str, name: str) -> str:
+    return f"kaos://agent/{namespace}/{name}"
+
+
+def agent_endpoint(namespace: str, name: str) -> str:
+    return service_url(name, namespace, AGENT_PORT)
+
+
+def memory_mode(memory: AgentMemory) -> str:
+    """``none`` | ``local`` | ``remote``, as the runtime's MEMORY_TYPE."""
+    if not memory.enabled:
+        return "none"
+    return memory.type
+
+
+def effective_read_scope(memory: AgentMemory, store_ceiling: ReadScope | None) -> ReadScope:
+    """The agent's maximum read scope once defaults are applied.
+
+    Local (or disabled) memory only ever reads its session. Remote memory defaults to
+    ``agent``, lowered to the store's ceiling when that is narrower; an explicit scope is
+    kept as written (``agent_refusal`` rejects one above the ceiling).
+    """
+    if memory_mode(memory) != "remote":
+        return "session"
+    if memory.max_read_scope is not None:
+        return memory.max_read_scope
+    if store_ceiling is not None and scope_rank(store_ceiling) < scope_rank("agent"):
+        return store_ceiling
+    return "agent"
+
+
+def agent_refusal(
+    agent: Agent, posture: Posture, store_ceiling: ReadScope | None
+) -> Refusal | None:
+    """The binding rule the schema cannot check (it needs the posture or the store)."""
+    memory = agent.spec.config.memory
+    scope = effective_read_scope(memory, store_ceiling)
+    if scope == "user" and not posture.user_identity:
+        return Refusal(
+            reasons.USER_SCOPE_NEEDS_USER_IDENTITY,
+            "maxReadScope user needs a secured user-identity posture "
+            "(security enabled and a user issuer configured in the operator)",
+        )
+    if store_ceiling is not None and scope_rank(scope) > scope_rank(store_ceiling):
+        return Refusal(
+            reasons.READ_SCOPE_ABOVE_CEILING,
+            f"maxReadScope {scope} exceeds the ceiling {store_ceiling} of MemoryStore "
+            f"{memory.memory_store}",
+        )
+    return None
+
+
+def _endpoints(items: tuple[Endpoint, ...]) -> str:
+    return ",".join(f"{e.name}:{e.url}" for e in items)
+
+
+def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
+    """The agent runtime's environment (names from ``kaos_core.agent_env``)."""
+    spec = agent.spec
+    cfg = spec.config
+    memory = cfg.memory
+    mode = memory_mode(memory)
+    env: dict[str, str] = {
+        names.AGENT_NAME: agent.name,
+        names.AGENT_IDENTITY: agent_identity(agent.namespace, agent.name),
+        names.AGENT_HOST: ctx.listen_host,
+        names.AGENT_PORT: str(ctx.listen_port),
+        names.AGENT_PUBLIC_URL: ctx.public_url or agent_endpoint(agent.namespace, agent.name),
+        names.AGENT_A2A_ENABLED: bool_env(spec.agent_network.expose),
+    }
+    if cfg.description:
+        env[names.AGENT_DESCRIPTION] = cfg.description
+    if cfg.instructions:
+        env[names.AGENT_INSTRUCTIONS] = cfg.instructions
+    env[names.MODEL_API_URL] = ctx.model_api_url
+    env[names.MODEL_NAME] = ctx.model_name
+    env[names.REASONING_LOOP_MAX_STEPS] = str(cfg.reasoning_loop_max_steps)
+    if ctx.mcp_servers:
+        env[names.MCP_SERVERS] = _endpoints(ctx.mcp_servers)
+    if ctx.sub_agents:
+        env[names.AGENT_SUB_AGENTS] = _endpoints(ctx.sub_agents)
+    env[names.MEMORY_TYPE] = mode
+    if mode == "remote":
+        if ctx.memory_endpoint is None:
+            raise ValueError(f"Agent {agent.name}: remote memory without a store endpoint")
+        env[names.MEMORY_ENDPOINT] = ctx.memory_endpoint
+    env[names.MEMORY_MAX_READ_SCOPE] = effective_read_scope(memory, ctx.store_ceiling)
+    env[names.MEMORY_TOOLS] = bool_env(mode == "remote" and memory.tools)
+    env[names.MEMORY_FAILURE_MODE] = memory.failure_mode
+    # Posture: from the operator only, never from the Agent.
+    env[names.MEMORY_REQUIRE_PRINCIPAL] = bool_env(ctx.posture.require_principal)
+    env[names.MEMORY_REQUIRE_AGENT_IDENTITY] = bool_env(ctx.posture.require_agent_identity)
+    if cfg.autonomous is not None:
+        env[names.AUTONOMOUS_GOAL] = cfg.autonomous.goal
+        env[names.AUTONOMOUS_INTERVAL_SECONDS] = str(cfg.autonomous.interval_seconds)
+    return env
+
+
+def agent_deployment(agent: Agent, ctx: AgentContext) -> Obj:
+    spec = agent.spec
+    main = container(
+        "agent",
+        spec.image or ctx.images.agent,
+        ctx.images.pull_policy,
+        port=AGENT_PORT,
+        command=["kaos-agent"],
+        env=env_list(agent_env(agent, ctx)),
+        resources=spec.resources,
+        readiness=http_probe("/readyz"),
+        liveness=http_probe("/healthz"),
+        security=restricted_security_context(),
+    )
+    return deployment(
+        agent,
+        container=main,
+        replicas=spec.replicas,
+        pod_security={"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    )
+
+
+def desired_agent_objects(agent: Agent, ctx: AgentContext) -> list[Obj]:
+    """The Deployment and Service of an Agent, owned by it."""
+    return [agent_deployment(agent, ctx), service(agent, AGENT_PORT)]

@@ -1,0 +1,190 @@
+"""Pieces every kind's desired objects share: names, labels, owner references, ports.
+
+Every object the operator creates carries the standard ``app.kubernetes.io/*`` labels
+(``managed-by: kaos-operator`` is what the operator's own watches select on) and a
+controller owner reference to its resource, so deleting the resource lets the garbage
+collector delete the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kaos_core.crds.common import CustomObject
+
+FIELD_MANAGER = "kaos-operator"
+MANAGED_BY = "kaos-operator"
+MANAGED_BY_SELECTOR = f"app.kubernetes.io/managed-by={MANAGED_BY}"
+
+# Ports of the services, fixed so an endpoint is known from a name alone.
+AGENT_PORT = 8000
+MEMORY_PORT = 8080
+MCP_PORT = 8000
+MCP_PATH = "/mcp"
+LITELLM_PORT = 4000
+OLLAMA_PORT = 11434
+
+# The user our images run as (distroless "nonroot"); fsGroup makes volumes writable.
+NONROOT_UID = 65532
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A named URL: an MCP server or a peer agent as the agent runtime lists it."""
+
+    name: str
+    url: str
+
+
+def service_url(name: str, namespace: str, port: int, path: str = "") -> str:
+    return f"http://{name}.{namespace}.svc:{port}{path}"
+
+
+def component_of(kind: str) -> str:
+    return kind.lower()
+
+
+def selector_labels(owner: CustomObject) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": component_of(owner.kind),
+        "app.kubernetes.io/instance": owner.name,
+    }
+
+
+def labels(owner: CustomObject) -> dict[str, str]:
+    return {
+        **selector_labels(owner),
+        "app.kubernetes.io/component": component_of(owner.kind),
+        "app.kubernetes.io/part-of": "kaos",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+
+
+def owner_reference(owner: CustomObject) -> Obj:
+    return {
+        "apiVersion": owner.api_version,
+        "kind": owner.kind,
+        "name": owner.name,
+        "uid": owner.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def metadata(owner: CustomObject, name: str | None = None) -> Obj:
+    return {
+        "name": name or owner.name,
+        "namespace": owner.namespace,
+        "labels": labels(owner),
+        "ownerReferences": [owner_reference(owner)],
+    }
+
+
+def env_list(env: Mapping[str, str]) -> list[Obj]:
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def service(owner: CustomObject, port: int) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(owner),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(owner),
+            "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def http_probe(path: str) -> Obj:
+    return {"httpGet": {"path": path, "port": "http"}, "periodSeconds": 10}
+
+
+def restricted_security_context() -> Obj:
+    """Pod Security "restricted" for the container: nothing to escalate, no capabilities."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "runAsUser": NONROOT_UID,
+        "runAsGroup": NONROOT_UID,
+    }
+
+
+def deployment(
+    owner: CustomObject,
+    *,
+    container: Obj,
+    replicas: int,
+    volumes: list[Obj] | None = None,
+    strategy: str = "RollingUpdate",
+    pod_annotations: Mapping[str, str] | None = None,
+    pod_security: Obj | None = None,
+    affinity: Obj | None = None,
+) -> Obj:
+    pod_spec: Obj = {"containers": [container]}
+    if pod_security is not None:
+        pod_spec["securityContext"] = pod_security
+    if volumes:
+        pod_spec["volumes"] = volumes
+    if affinity is not None:
+        pod_spec["affinity"] = affinity
+    template_meta: Obj = {"labels": labels(owner)}
+    if pod_annotations:
+        template_meta["annotations"] = dict(pod_annotations)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(owner),
+        "spec": {
+            "replicas": replicas,
+            "revisionHistoryLimit": 3,
+            "selector": {"matchLabels": selector_labels(owner)},
+            "strategy": {"type": strategy},
+            "template": {"metadata": template_meta, "spec": pod_spec},
+        },
+    }
+
+
+def container(
+    name: str,
+    image: str,
+    pull_policy: str,
+    *,
+    port: int,
+    env: list[Obj],
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    resources: Mapping[str, Any] | None = None,
+    readiness: Obj | None = None,
+    liveness: Obj | None = None,
+    volume_mounts: list[Obj] | None = None,
+    security: Obj | None = None,
+) -> Obj:
+    out: Obj = {"name": name, "image": image, "imagePullPolicy": pull_policy}
+    if command is not None:
+        out["command"] = command
+    if args is not None:
+        out["args"] = args
+    out["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+    out["env"] = env
+    if resources:
+        out["resources"] = dict(resources)
+    if readiness is not None:
+        out["readinessProbe"] = readiness
+    if liveness is not None:
+        out["livenessProbe"] = liveness
+    if volume_mounts:
+        out["volumeMounts"] = volume_mounts
+    if security is not None:
+        out["securityContext"] = security
+    return out
+
+
+def bool_env(value: bool) -> str:
+    return "true" if value else "false"

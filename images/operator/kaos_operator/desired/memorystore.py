@@ -1,0 +1,190 @@
+"""A MemoryStore's desired objects and the ``KAOS_MEMORY_*`` environment of its service.
+
+Local storage: one replica (the embedded store is a single-writer file) on one
+PersistentVolumeClaim, replaced with the Recreate strategy so two pods never open it.
+External storage: stateless replicas (two by default) spread over nodes, guarded by a
+PodDisruptionBudget, with the DSN read from the referenced Secret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaos_core.crds.memorystore import MemoryStore
+
+from kaos_operator.desired.common import (
+    MEMORY_PORT,
+    NONROOT_UID,
+    Obj,
+    bool_env,
+    container,
+    deployment,
+    env_list,
+    http_probe,
+    metadata,
+    restricted_security_context,
+    selector_labels,
+    service,
+    service_url,
+)
+from kaos_operator.settings import Images, Posture
+
+DATA_DIR = "/data/memory"
+DSN_ENV = "KAOS_MEMORY_DSN"
+
+
+@dataclass(frozen=True)
+class MemoryStoreContext:
+    """The store's resolved model bindings plus the operator's posture and images."""
+
+    images: Images
+    posture: Posture
+    model_api_url: str  # the ModelAPI endpoint; the service gets it with /v1
+    summarization_model: str
+    embedding_model: str
+    listen_host: str = "0.0.0.0"
+    listen_port: int = MEMORY_PORT
+    data_dir: str = DATA_DIR
+
+
+def memory_store_endpoint(namespace: str, name: str) -> str:
+    return service_url(name, namespace, MEMORY_PORT)
+
+
+def pvc_name(store: MemoryStore) -> str:
+    return f"{store.name}-data"
+
+
+def openai_base_url(model_api_url: str) -> str:
+    url = model_api_url.rstrip("/")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+def memory_store_env(store: MemoryStore, ctx: MemoryStoreContext) -> dict[str, str]:
+    """The memory service's environment, without the DSN (that comes from a Secret)."""
+    spec = store.spec
+    short = spec.tiers.short_term
+    env = {
+        "KAOS_MEMORY_HOST": ctx.listen_host,
+        "KAOS_MEMORY_PORT": str(ctx.listen_port),
+        "KAOS_MEMORY_STORAGE": spec.storage.type,
+        "KAOS_MEMORY_DATA_DIR": ctx.data_dir,
+        "KAOS_MEMORY_COLLECTION": spec.collection,
+        "KAOS_MEMORY_MODEL_BASE_URL": openai_base_url(ctx.model_api_url),
+        "KAOS_MEMORY_SUMMARIZATION_MODEL": ctx.summarization_model,
+        "KAOS_MEMORY_EMBEDDING_MODEL": ctx.embedding_model,
+        "KAOS_MEMORY_EMBEDDING_DIMS": str(spec.models.embedding.dimensions),
+        "KAOS_MEMORY_TOKEN_BUDGET": str(short.token_budget),
+    }
+    if short.fold_trigger_tokens is not None:
+        env["KAOS_MEMORY_FOLD_TRIGGER"] = str(short.fold_trigger_tokens)
+    if short.fold_target_tokens is not None:
+        env["KAOS_MEMORY_FOLD_TARGET"] = str(short.fold_target_tokens)
+    env.update(
+        {
+            "KAOS_MEMORY_MAX_EVENTS": str(short.max_events),
+            "KAOS_MEMORY_DIGEST_RETENTION": str(spec.tiers.medium_term.digest_retention),
+            "KAOS_MEMORY_RECALL_TOP_K": str(spec.tiers.long_term.recall_top_k),
+            "KAOS_MEMORY_MAX_READ_SCOPE": spec.max_read_scope,
+            "KAOS_MEMORY_DEFAULT_FAILURE_MODE": spec.default_failure_mode,
+            # Posture: the operator's, authoritative for writes.
+            "KAOS_MEMORY_REQUIRE_PRINCIPAL": bool_env(ctx.posture.require_principal),
+            "KAOS_MEMORY_REQUIRE_AGENT_IDENTITY": bool_env(ctx.posture.require_agent_identity),
+        }
+    )
+    return env
+
+
+def _pvc(store: MemoryStore) -> Obj:
+    storage = store.spec.storage
+    spec: Obj = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": storage.size}},
+    }
+    if storage.storage_class_name:
+        spec["storageClassName"] = storage.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata(store, pvc_name(store)),
+        "spec": spec,
+    }
+
+
+def _pdb(store: MemoryStore) -> Obj:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(store),
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": selector_labels(store)}},
+    }
+
+
+def _spread(store: MemoryStore) -> Obj:
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": selector_labels(store)},
+                    },
+                }
+            ]
+        }
+    }
+
+
+def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
+    spec = store.spec
+    local = spec.storage.type == "local"
+    env = env_list(memory_store_env(store, ctx))
+    if not local and spec.storage.connection_secret is not None:
+        ref = spec.storage.connection_secret
+        env.append(
+            {"name": DSN_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        )
+    volume: Obj = (
+        {"name": "data", "persistentVolumeClaim": {"claimName": pvc_name(store)}}
+        if local
+        # External mode keeps only Mem0's node-local history here: not memory data.
+        else {"name": "data", "emptyDir": {}}
+    )
+    main = container(
+        "memory",
+        spec.image or ctx.images.memory,
+        ctx.images.pull_policy,
+        port=MEMORY_PORT,
+        command=["kaos-memory"],
+        env=env,
+        resources=spec.resources,
+        readiness=http_probe("/readyz"),
+        liveness=http_probe("/healthz"),
+        volume_mounts=[{"name": "data", "mountPath": ctx.data_dir}],
+        security=restricted_security_context(),
+    )
+    replicas = spec.effective_replicas()
+    return deployment(
+        store,
+        container=main,
+        replicas=replicas,
+        volumes=[volume],
+        strategy="Recreate" if local else "RollingUpdate",
+        pod_security={
+            "runAsNonRoot": True,
+            "fsGroup": NONROOT_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        affinity=None if local or replicas < 2 else _spread(store),
+    )
+
+
+def desired_memorystore_objects(store: MemoryStore, ctx: MemoryStoreContext) -> list[Obj]:
+    """Deployment and Service; a PVC when local; a PDB when two or more replicas."""
+    objects = [memory_store_deployment(store, ctx), service(store, MEMORY_PORT)]
+    if store.spec.storage.type == "local":
+        objects.append(_pvc(store))
+    if store.spec.effective_replicas() >= 2:
+        objects.append(_pdb(store))
+    return objects

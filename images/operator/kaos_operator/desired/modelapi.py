@@ -1,0 +1,148 @@
+"""A ModelAPI's desired objects: LiteLLM with its ConfigMap (Proxy) or Ollama (Hosted)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from kaos_core.crds.modelapi import ModelAPI
+
+from kaos_operator.desired.common import (
+    LITELLM_PORT,
+    OLLAMA_PORT,
+    Obj,
+    container,
+    deployment,
+    env_list,
+    http_probe,
+    metadata,
+    service,
+    service_url,
+)
+from kaos_operator.settings import Images
+
+LITELLM_CONFIG_DIR = "/etc/litellm"
+API_KEY_ENV = "MODEL_API_KEY"
+CONFIG_HASH_ANNOTATION = "kaos.tools/config-hash"
+
+# Serve first, pull once the server answers, then keep serving: the pod comes up with
+# the model pulled into its volume without an init container holding a second server.
+OLLAMA_SCRIPT = (
+    "ollama serve & pid=$!; until ollama list >/dev/null 2>&1; do sleep 1; done; "
+    'ollama pull "$OLLAMA_MODEL" || exit 1; wait $pid'
+)
+
+
+@dataclass(frozen=True)
+class ModelAPIContext:
+    images: Images
+
+
+def model_api_port(api: ModelAPI) -> int:
+    return LITELLM_PORT if api.spec.mode == "Proxy" else OLLAMA_PORT
+
+
+def model_api_endpoint(api: ModelAPI) -> str:
+    """Base URL of the OpenAI-compatible API (clients add ``/v1``)."""
+    return service_url(api.name, api.namespace, model_api_port(api))
+
+
+def config_map_name(api: ModelAPI) -> str:
+    return f"{api.name}-litellm"
+
+
+def litellm_config(api: ModelAPI) -> dict[str, Any]:
+    proxy = api.spec.proxy_config
+    if proxy is None:
+        raise ValueError(f"ModelAPI {api.name}: mode Proxy without proxyConfig")
+    entries = []
+    for model in proxy.models:
+        params: dict[str, Any] = {"model": model}
+        if proxy.api_base:
+            params["api_base"] = proxy.api_base
+        if proxy.api_key_secret_ref is not None:
+            params["api_key"] = f"os.environ/{API_KEY_ENV}"
+        entries.append({"model_name": model, "litellm_params": params})
+    return {"model_list": entries}
+
+
+def _proxy_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
+    spec = api.spec
+    text = yaml.safe_dump(litellm_config(api), sort_keys=True)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(api, config_map_name(api)),
+        "data": {"config.yaml": text},
+    }
+    env: list[Obj] = []
+    ref = spec.proxy_config.api_key_secret_ref if spec.proxy_config else None
+    if ref is not None:
+        env.append(
+            {"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        )
+    main = container(
+        "litellm",
+        spec.image or ctx.images.litellm,
+        ctx.images.pull_policy,
+        port=LITELLM_PORT,
+        args=["--config", f"{LITELLM_CONFIG_DIR}/config.yaml", "--port", str(LITELLM_PORT)],
+        env=env,
+        resources=spec.resources,
+        readiness=http_probe("/health/readiness"),
+        liveness=http_probe("/health/liveliness"),
+        volume_mounts=[{"name": "config", "mountPath": LITELLM_CONFIG_DIR, "readOnly": True}],
+    )
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return [
+        config_map,
+        deployment(
+            api,
+            container=main,
+            replicas=spec.replicas,
+            volumes=[{"name": "config", "configMap": {"name": config_map_name(api)}}],
+            # A config change rolls the pods: LiteLLM reads its config once at start.
+            pod_annotations={CONFIG_HASH_ANNOTATION: digest},
+        ),
+        service(api, LITELLM_PORT),
+    ]
+
+
+def _hosted_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
+    spec = api.spec
+    if spec.server_config is None:
+        raise ValueError(f"ModelAPI {api.name}: mode Hosted without serverConfig")
+    model = spec.server_config.model
+    main = container(
+        "ollama",
+        spec.image or ctx.images.ollama,
+        ctx.images.pull_policy,
+        port=OLLAMA_PORT,
+        command=["/bin/sh", "-c", OLLAMA_SCRIPT],
+        env=env_list({"OLLAMA_HOST": f"0.0.0.0:{OLLAMA_PORT}", "OLLAMA_MODEL": model}),
+        resources=spec.resources,
+        # Ready only once the model is pulled, not merely when the server answers.
+        readiness={
+            "exec": {"command": ["/bin/sh", "-c", 'ollama show "$OLLAMA_MODEL" >/dev/null']},
+            "periodSeconds": 10,
+        },
+        liveness=http_probe("/"),
+        volume_mounts=[{"name": "models", "mountPath": "/root/.ollama"}],
+    )
+    return [
+        deployment(
+            api,
+            container=main,
+            replicas=spec.replicas,
+            volumes=[{"name": "models", "emptyDir": {}}],
+        ),
+        service(api, OLLAMA_PORT),
+    ]
+
+
+def desired_modelapi_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
+    if api.spec.mode == "Proxy":
+        return _proxy_objects(api, ctx)
+    return _hosted_objects(api, ctx)

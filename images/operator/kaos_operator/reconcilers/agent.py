@@ -1,0 +1,176 @@
+"""Agent: resolve ModelAPI, MCP servers, store and peers; hold new Agents until they are
+Ready; keep running ones serving (with MemoryDegraded) when their store goes away."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kaos_core import agent_env as names
+from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
+from kaos_core.crds.agent import ReadScope
+
+from kaos_operator.desired import AgentContext, Endpoint, desired_agent_objects
+from kaos_operator.desired.agent import agent_endpoint, agent_refusal, memory_mode
+from kaos_operator.desired.mcpserver import mcp_endpoint
+from kaos_operator.desired.memorystore import memory_store_endpoint
+from kaos_operator.desired.modelapi import model_api_endpoint
+from kaos_operator.kube import Obj
+from kaos_operator.queue import Result
+from kaos_operator.reconcilers.base import BaseReconciler, deployment_state, is_ready
+
+
+@dataclass
+class Resolution:
+    """The Agent's dependencies as the caches see them right now."""
+
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (reason, message)
+    model_api_url: str | None = None
+    model_name: str | None = None
+    mcp: list[Endpoint] = field(default_factory=list)
+    peers: list[Endpoint] = field(default_factory=list)
+    store_endpoint: str | None = None
+    store_ceiling: ReadScope | None = None
+    store_problem: tuple[str, str] | None = None
+
+
+def _live_env(dep: Obj | None) -> dict[str, str]:
+    if dep is None:
+        return {}
+    containers = dep["spec"]["template"]["spec"].get("containers") or [{}]
+    return {e["name"]: e.get("value", "") for e in containers[0].get("env") or [] if "name" in e}
+
+
+class AgentReconciler(BaseReconciler):
+    kind = "Agent"
+
+    def resolve(self, agent: Agent) -> Resolution:
+        ns, spec, ctl = agent.namespace, agent.spec, self.ctl
+        out = Resolution()
+        api_raw = ctl.resource("ModelAPI", ns, spec.model_api)
+        if api_raw is None:
+            out.problems.append(
+                (reasons.MODEL_API_NOT_FOUND, f"ModelAPI {spec.model_api} not found")
+            )
+        else:
+            api = ModelAPI.model_validate(api_raw)
+            out.model_api_url = api.status.endpoint or model_api_endpoint(api)
+            served = api.status.models or api.spec.served_models()
+            out.model_name = spec.model or (served[0] if served else None)
+            if not is_ready(api_raw):
+                out.problems.append(
+                    (reasons.MODEL_API_NOT_READY, f"ModelAPI {spec.model_api} is not Ready")
+                )
+        for name in spec.mcp_servers:
+            raw = ctl.resource("MCPServer", ns, name)
+            if raw is None:
+                out.problems.append((reasons.MCP_SERVER_NOT_FOUND, f"MCPServer {name} not found"))
+            elif not is_ready(raw):
+                out.problems.append(
+                    (reasons.MCP_SERVER_NOT_READY, f"MCPServer {name} is not Ready")
+                )
+            out.mcp.append(Endpoint(name, mcp_endpoint(ns, name)))
+        for name in spec.agent_network.access:
+            peer = ctl.resource("Agent", ns, name)
+            # A peer that does not exist yet may come later (peers can name each other),
+            # so only one that exists and closed its network is left out.
+            exposed = peer is None or (peer.get("spec") or {}).get("agentNetwork", {}).get(
+                "expose", True
+            )
+            if exposed:
+                out.peers.append(Endpoint(name, agent_endpoint(ns, name)))
+        memory = spec.config.memory
+        if memory_mode(memory) == "remote" and memory.memory_store:
+            out.store_endpoint = memory_store_endpoint(ns, memory.memory_store)
+            raw = ctl.resource("MemoryStore", ns, memory.memory_store)
+            if raw is None:
+                out.store_problem = (
+                    reasons.MEMORY_STORE_NOT_FOUND,
+                    f"MemoryStore {memory.memory_store} not found",
+                )
+            else:
+                out.store_ceiling = MemoryStore.model_validate(raw).spec.max_read_scope
+                if not is_ready(raw):
+                    out.store_problem = (
+                        reasons.MEMORY_STORE_NOT_READY,
+                        f"MemoryStore {memory.memory_store} is not Ready",
+                    )
+            if out.store_problem is not None:
+                out.problems.append(out.store_problem)
+        return out
+
+    async def reconcile(self, namespace: str, name: str) -> Result:
+        raw = self.ctl.resource("Agent", namespace, name)
+        if raw is None or raw["metadata"].get("deletionTimestamp"):
+            return Result()
+        agent = Agent.model_validate(raw)
+        status = self.builder(raw)
+        status.fields["endpoint"] = agent_endpoint(namespace, name)
+        live = self.owned_deployment(agent)
+        running = live is not None
+        found = self.resolve(agent)
+
+        refusal = agent_refusal(agent, self.ctl.settings.posture, found.store_ceiling)
+        if refusal is not None:
+            status.condition(reasons.READY, False, refusal.reason, refusal.message)
+            status.fields.update(phase=reasons.PHASE_FAILED, message=refusal.message)
+            await self.write_status(raw, status)
+            return Result()
+
+        if found.problems:
+            first_reason = found.problems[0][0]
+            message = "; ".join(m for _, m in found.problems)
+            status.condition(reasons.DEPENDENCIES_READY, False, first_reason, message)
+        else:
+            status.condition(
+                reasons.DEPENDENCIES_READY, True, reasons.DEPENDENCIES_AVAILABLE, "all Ready"
+            )
+
+        # A running Agent whose ModelAPI vanished keeps the model it was started with.
+        previous = _live_env(live)
+        model_url = found.model_api_url or previous.get(names.MODEL_API_URL)
+        model_name = found.model_name or previous.get(names.MODEL_NAME)
+        hold = not running and agent.spec.wait_for_dependencies and bool(found.problems)
+        if hold or model_url is None or model_name is None:
+            status.condition(
+                reasons.READY,
+                False,
+                reasons.WAITING_FOR_DEPENDENCIES,
+                "; ".join(m for _, m in found.problems) or "no model to serve",
+            )
+            status.fields.update(
+                phase=reasons.PHASE_WAITING, message="waiting for dependencies to be Ready"
+            )
+            await self.write_status(raw, status)
+            return Result()
+
+        ctx = AgentContext(
+            images=self.ctl.settings.images,
+            posture=self.ctl.settings.posture,
+            model_api_url=model_url,
+            model_name=model_name,
+            mcp_servers=tuple(found.mcp),
+            sub_agents=tuple(found.peers),
+            memory_endpoint=found.store_endpoint,
+            store_ceiling=found.store_ceiling,
+        )
+        desired = desired_agent_objects(agent, ctx)
+        if await self.apply_guarded(raw, agent, desired, status):
+            if found.store_endpoint is not None:
+                if found.store_problem is not None:
+                    reason, message = found.store_problem
+                    status.condition(
+                        reasons.MEMORY_DEGRADED,
+                        True,
+                        reason,
+                        f"{message}; serving with short-term memory only",
+                    )
+                else:
+                    status.condition(
+                        reasons.MEMORY_DEGRADED, False, reasons.MEMORY_STORE_READY, "store Ready"
+                    )
+            dep = deployment_state(self.owned_deployment(agent))
+            status.fields.update(replicas=dep.replicas, readyReplicas=dep.ready_replicas)
+            self.workload_status(status, dep)
+            status.fields["message"] = None
+        await self.write_status(raw, status)
+        return Result()

@@ -1,0 +1,158 @@
+"""The operator's settings: cluster posture, default images, leader election, serving.
+
+One environment-backed object, validated before anything starts, that hands out typed
+groups (``posture``, ``images``, ``leader``). The posture is the operator's alone: no
+Agent or MemoryStore can change what it makes the memory services enforce.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from kaos_core import __version__
+from kaos_core.settings import EnvSettings
+from pydantic import Field, model_validator
+
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+
+
+def _env(name: str) -> Any:
+    return {"env": name}
+
+
+@dataclass(frozen=True)
+class Posture:
+    """The cluster's identity posture (see the memory architecture, "Posture")."""
+
+    security_enabled: bool = False
+    user_issuer: str | None = None
+
+    @property
+    def user_identity(self) -> bool:
+        """Secured user identity: security on and an OIDC user issuer configured."""
+        return self.security_enabled and bool(self.user_issuer)
+
+    @property
+    def require_principal(self) -> bool:
+        return self.user_identity
+
+    @property
+    def require_agent_identity(self) -> bool:
+        return self.security_enabled
+
+
+@dataclass(frozen=True)
+class Images:
+    """Container images of the workloads the operator creates."""
+
+    agent: str
+    mcp: str
+    memory: str
+    litellm: str
+    ollama: str
+    pull_policy: PullPolicy = "IfNotPresent"
+
+
+@dataclass(frozen=True)
+class LeaderSettings:
+    """Lease-based leader election (client-go's defaults, scaled by the same ratios)."""
+
+    enabled: bool
+    namespace: str
+    lease_name: str
+    identity: str
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+
+
+_IMAGE_REPO = "ghcr.io/kaos-tools"
+
+
+class OperatorSettings(EnvSettings):
+    """Every setting of the operator process."""
+
+    env_prefix: ClassVar[str] = "KAOS_OPERATOR_"
+
+    security_enabled: bool = Field(default=False, json_schema_extra=_env("KAOS_SECURITY_ENABLED"))
+    user_issuer: str | None = Field(default=None, json_schema_extra=_env("KAOS_USER_ISSUER"))
+
+    image_agent: str = Field(
+        default=f"{_IMAGE_REPO}/kaos-agent:{__version__}",
+        json_schema_extra=_env("KAOS_IMAGE_AGENT"),
+    )
+    image_mcp: str = Field(
+        default=f"{_IMAGE_REPO}/kaos-agent:{__version__}", json_schema_extra=_env("KAOS_IMAGE_MCP")
+    )
+    image_memory: str = Field(
+        default=f"{_IMAGE_REPO}/kaos-memory:{__version__}",
+        json_schema_extra=_env("KAOS_IMAGE_MEMORY"),
+    )
+    image_litellm: str = Field(
+        default="ghcr.io/berriai/litellm:main-stable", json_schema_extra=_env("KAOS_IMAGE_LITELLM")
+    )
+    image_ollama: str = Field(
+        default="docker.io/ollama/ollama:latest", json_schema_extra=_env("KAOS_IMAGE_OLLAMA")
+    )
+    image_pull_policy: PullPolicy = Field(
+        default="IfNotPresent", json_schema_extra=_env("KAOS_IMAGE_PULL_POLICY")
+    )
+
+    kubeconfig: str | None = Field(default=None, json_schema_extra=_env("KUBECONFIG"))
+    watch_namespace: str | None = Field(
+        default=None, description="Watch only this namespace (default: all namespaces)."
+    )
+    namespace: str = Field(default="kaos-system", description="Namespace of the leader Lease.")
+    host: str = "0.0.0.0"
+    port: int = Field(default=8081, ge=0, le=65535)
+    log_level: str = "INFO"
+    workers: int = Field(default=4, ge=1, le=64)
+    backoff_base: float = Field(default=0.5, gt=0)
+    backoff_max: float = Field(default=60.0, gt=0)
+
+    leader_election: bool = True
+    lease_name: str = "kaos-operator"
+    identity: str | None = None
+    lease_duration: float = Field(default=15.0, gt=0)
+    renew_deadline: float = Field(default=10.0, gt=0)
+    retry_period: float = Field(default=2.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> OperatorSettings:
+        if not self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                "need KAOS_OPERATOR_RETRY_PERIOD < KAOS_OPERATOR_RENEW_DEADLINE < "
+                "KAOS_OPERATOR_LEASE_DURATION"
+            )
+        return self
+
+    @property
+    def posture(self) -> Posture:
+        return Posture(security_enabled=self.security_enabled, user_issuer=self.user_issuer)
+
+    @property
+    def images(self) -> Images:
+        return Images(
+            agent=self.image_agent,
+            mcp=self.image_mcp,
+            memory=self.image_memory,
+            litellm=self.image_litellm,
+            ollama=self.image_ollama,
+            pull_policy=self.image_pull_policy,
+        )
+
+    @property
+    def leader(self) -> LeaderSettings:
+        identity = self.identity or f"{socket.gethostname()}-{os.getpid()}"
+        return LeaderSettings(
+            enabled=self.leader_election,
+            namespace=self.namespace,
+            lease_name=self.lease_name,
+            identity=identity,
+            lease_duration=self.lease_duration,
+            renew_deadline=self.renew_deadline,
+            retry_period=self.retry_period,
+        )

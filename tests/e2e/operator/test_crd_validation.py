@@ -1,0 +1,105 @@
+"""The API server itself enforces the binding rules (CEL) and applies the defaults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kaos_operator.kube import KubeClient, PermanentError
+
+from tests.e2e.operator.helpers import AGENTS, MEMORYSTORES, RT_OF, body, create, store_spec
+
+pytestmark = pytest.mark.cluster
+
+
+async def refused(kube: KubeClient, ns: str, kind: str, spec: dict[str, Any]) -> str:
+    with pytest.raises(PermanentError) as info:
+        await create(kube, ns, kind, "bad", spec)
+    assert info.value.status == 422, info.value
+    return info.value.message
+
+
+@pytest.mark.parametrize(
+    ("memory", "message"),
+    [
+        ({"type": "remote"}, "memory type remote requires memoryStore; type local forbids it"),
+        (
+            {"type": "local", "memoryStore": "mem"},
+            "memory type remote requires memoryStore; type local forbids it",
+        ),
+        ({"maxReadScope": "agent"}, "a maxReadScope other than session requires a memoryStore"),
+        ({"tools": True}, "memory tools require a memoryStore"),
+    ],
+)
+async def test_agent_memory_binding_rules(
+    kube: KubeClient, k8s_namespace: str, memory: dict[str, Any], message: str
+) -> None:
+    spec = {"modelAPI": "llm", "config": {"memory": memory}}
+    assert message in await refused(kube, k8s_namespace, "Agent", spec)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"replicas": 2}, "a local MemoryStore has exactly one replica"),
+        ({"storage": {"type": "external"}}, "external storage requires connectionSecret"),
+        (
+            {
+                "tiers": {
+                    "shortTerm": {
+                        "tokenBudget": 1000,
+                        "foldTriggerTokens": 800,
+                        "foldTargetTokens": 900,
+                    }
+                }
+            },
+            "foldTargetTokens must be below the fold trigger",
+        ),
+        (
+            {"tiers": {"shortTerm": {"tokenBudget": 1000, "foldTriggerTokens": 2000}}},
+            "foldTriggerTokens must not exceed tokenBudget",
+        ),
+        (
+            {"models": {"summarization": {"modelAPI": "a"}, "embedding": {"modelAPI": "b"}}},
+            "summarization and embedding must use the same ModelAPI",
+        ),
+    ],
+)
+async def test_memory_store_rules(
+    kube: KubeClient, k8s_namespace: str, extra: dict[str, Any], message: str
+) -> None:
+    assert message in await refused(kube, k8s_namespace, "MemoryStore", store_spec(**extra))
+
+
+async def test_modelapi_and_mcp_rules(kube: KubeClient, k8s_namespace: str) -> None:
+    assert "mode Proxy requires proxyConfig" in await refused(
+        kube, k8s_namespace, "ModelAPI", {"mode": "Proxy"}
+    )
+    assert "mode Hosted requires serverConfig" in await refused(
+        kube, k8s_namespace, "ModelAPI", {"mode": "Hosted", "proxyConfig": {"models": ["m"]}}
+    )
+    assert "runtime python-string requires params" in await refused(
+        kube, k8s_namespace, "MCPServer", {"runtime": "python-string"}
+    )
+
+
+async def test_valid_resources_get_defaults(kube: KubeClient, k8s_namespace: str) -> None:
+    agent = await kube.create(AGENTS, k8s_namespace, body("Agent", "a1", {"modelAPI": "llm"}))
+    spec = agent["spec"]
+    assert spec["waitForDependencies"] is True
+    assert spec["config"]["reasoningLoopMaxSteps"] == 5
+    assert spec["config"]["memory"] == {
+        "enabled": True,
+        "type": "local",
+        "tools": False,
+        "failureMode": "soft",
+    }
+    store = await kube.create(MEMORYSTORES, k8s_namespace, body("MemoryStore", "m1", store_spec()))
+    assert store["spec"]["storage"] == {"type": "local", "size": "1Gi"}
+    assert store["spec"]["maxReadScope"] == "agent"
+    assert store["spec"]["tiers"]["shortTerm"]["tokenBudget"] == 4096
+    external = store_spec(storage={"type": "external", "connectionSecret": {"name": "pg"}})
+    ext = await kube.create(MEMORYSTORES, k8s_namespace, body("MemoryStore", "m2", external))
+    assert ext["spec"]["storage"]["connectionSecret"] == {"name": "pg", "key": "dsn"}
+    assert "replicas" not in ext["spec"]  # resolved by the operator: 2 for external
+    assert set(RT_OF) == {"Agent", "ModelAPI", "MCPServer", "MemoryStore"}

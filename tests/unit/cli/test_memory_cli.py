@@ -1,0 +1,131 @@
+"""``kaos memory recall|list|forget`` against a real local memory service (``--url``):
+tables for people, the contract response with ``--json``, refusals as one error line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pytest
+from kaos_core.cli.main import main
+
+from tests.fixtures.memory import MakeMemory, MemoryServer
+
+AGENT = "kaos://agent/team/helper"
+FACT = "My favourite colour is teal"
+
+
+def kaos_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert main([*argv, "--json"]) == 0, capsys.readouterr().err
+    document: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return document
+
+
+def remember(server: MemoryServer, session: str, principal: str, *lines: str) -> None:
+    async def write() -> None:
+        async with server.client(agent=AGENT) as client:
+            for line in lines:
+                await client.write(
+                    [("user", line), ("assistant", "Noted.")],
+                    session_id=session,
+                    principal=principal,
+                )
+
+    asyncio.run(write())
+
+
+def wait_for_facts(capsys: pytest.CaptureFixture[str], url: str, count: int) -> list[Any]:
+    """Extraction runs in the background: poll the store-level listing with a deadline."""
+    deadline = time.monotonic() + 60
+    while True:
+        facts: list[Any] = kaos_json(capsys, "memory", "list", "--url", url, "--level", "store")[
+            "long_term"
+        ]["facts"]
+        if len(facts) >= count or time.monotonic() > deadline:
+            return facts
+        time.sleep(0.1)  # polling interval of a wait with a deadline
+
+
+@pytest.fixture
+def remembered(memory_factory: MakeMemory) -> MemoryServer:
+    """A store that folded two sessions into long-term facts (a tiny token budget makes
+    every write cross the compaction trigger)."""
+    server = memory_factory("local", token_budget=16, max_read_scope="user")
+    remember(server, "s1", "alice", FACT, "I live in Lisbon", "I work as a baker")
+    remember(server, "s2", "bob", "I like chess", "I play the violin")
+    return server
+
+
+def test_list_recall_and_forget_round_trip(
+    remembered: MemoryServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = remembered.url
+    facts = wait_for_facts(capsys, url, 4)
+    texts = {f["text"] for f in facts}
+    assert FACT in texts and "I like chess" in texts
+    teal = next(f for f in facts if f["text"] == FACT)
+    assert (teal["user_id"], teal["agent_id"], teal["session_id"]) == ("alice", AGENT, "s1")
+
+    # A table for people: headers, the fact, its attribution.
+    assert main(["memory", "list", "--url", url, "--level", "store"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("long-term facts (")
+    assert "ID" in out and "TEXT" in out and "USER" in out and "AGENT" in out
+    assert FACT in out and "alice" in out
+
+    # The agent's view of one user, scored by relevance.
+    recalled = kaos_json(
+        capsys, "memory", "recall", "--url", url, "--level", "agent", "--agent", "team/helper",
+        "--principal", "alice", "--query", "favourite colour",
+    )  # fmt: skip
+    recalled_texts = [f["text"] for f in recalled["long_term"]["facts"]]
+    assert FACT in recalled_texts
+    assert "I like chess" not in recalled_texts
+    assert all(f["score"] is not None for f in recalled["long_term"]["facts"])
+
+    # The session's conversational tiers.
+    session = kaos_json(
+        capsys, "memory", "list", "--url", url, "--level", "session", "--session", "s1",
+        "--principal", "alice",
+    )  # fmt: skip
+    assert session["short_term"]["window"], session
+    assert main(["memory", "list", "--url", url, "--level", "session", "--session", "s1"]) == 0
+    out = capsys.readouterr().out
+    assert "digest (version" in out and "window (" in out
+
+    # User-level erasure of bob, then the store no longer lists his fact.
+    forgotten = kaos_json(
+        capsys, "memory", "forget", "--url", url, "--level", "user", "--principal", "bob"
+    )
+    assert forgotten["forgotten"]["long_term"] >= 1
+    texts = {f["text"] for f in wait_for_facts(capsys, url, 0)}
+    assert "I like chess" not in texts and FACT in texts
+
+    assert main(["memory", "forget", "--url", url, "--level", "store"]) == 0
+    out = capsys.readouterr().out
+    assert "LONG_TERM" not in out and "long_term" in out and "FORGOTTEN" in out
+    assert wait_for_facts(capsys, url, 0) == []
+
+
+def test_refusals_are_one_error_line(
+    memory_factory: MakeMemory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = memory_factory("local").url
+
+    # An agent-level read without an agent identity has no owner: 400 before any store
+    # access.
+    assert main(["memory", "recall", "--url", url, "--level", "agent", "--query", "x"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: memory service refused (400 ")
+    assert len(err.splitlines()) == 1
+
+    # The store view is administrative: an agent identity may not use it.
+    assert main(["memory", "list", "--url", url, "--level", "store", "--agent", "team/a"]) == 1
+    assert capsys.readouterr().err.startswith("error: memory service refused (403 ")
+
+    # A level above the store's ceiling (agent by default) is refused too.
+    status = main(["memory", "forget", "--url", url, "--level", "user", "--principal", "bob"])
+    assert status == 1
+    assert "above_ceiling" in capsys.readouterr().err

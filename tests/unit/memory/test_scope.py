@@ -1,0 +1,135 @@
+"""Scope derivation and attribution: pure, server-side, fail-closed."""
+
+from __future__ import annotations
+
+import pytest
+from kaos_core.errors import BadRequest, Forbidden
+from kaos_core.memory.contract import Level
+from kaos_core.memory.identity import Identity
+from kaos_memory.scope import (
+    Posture,
+    conversation_key,
+    derive_attribution,
+    derive_scope,
+    from_entity_id,
+    to_entity_id,
+)
+
+AGENT = "kaos://agent/team/helper"
+GROUP = "kaos_memory"
+OPEN = Posture()
+SECURED = Posture(require_principal=True, require_agent_identity=True)
+
+
+def scope(
+    identity: Identity,
+    level: Level,
+    *,
+    ceiling: Level = "user",
+    posture: Posture = OPEN,
+    conversational: bool = False,
+):  # type: ignore[no-untyped-def]
+    return derive_scope(
+        identity,
+        level,
+        posture=posture,
+        ceiling=ceiling,
+        group=GROUP,
+        conversational=conversational,
+    )
+
+
+def test_level_filters() -> None:
+    full = Identity(agent=AGENT, principal="alice", session="s1")
+    assert scope(full, "session").long_term_filter() == {
+        "kaos_group": GROUP,
+        "run_id": "s1",
+        "user_id": "alice",
+    }
+    assert scope(full, "agent").long_term_filter() == {
+        "kaos_group": GROUP,
+        "agent_id": AGENT,
+        "user_id": "alice",
+    }
+    assert scope(full, "user").long_term_filter() == {"kaos_group": GROUP, "user_id": "alice"}
+    admin = Identity(session="s1")
+    # The wildcard sits on run_id, which every fact has, on both backends.
+    assert scope(admin, "store").long_term_filter() == {"kaos_group": GROUP, "run_id": "*"}
+
+
+def test_principal_absent_drops_the_user_key() -> None:
+    ident = Identity(agent=AGENT, session="s1")
+    assert scope(ident, "agent").long_term_filter() == {"kaos_group": GROUP, "agent_id": AGENT}
+    assert scope(ident, "session").long_term_filter() == {"kaos_group": GROUP, "run_id": "s1"}
+
+
+def test_store_is_forbidden_to_agents() -> None:
+    with pytest.raises(Forbidden):
+        scope(Identity(agent=AGENT), "store")
+
+
+@pytest.mark.parametrize(
+    ("level", "ceiling"), [("agent", "session"), ("user", "agent"), ("user", "session")]
+)
+def test_above_ceiling_is_forbidden(level: Level, ceiling: Level) -> None:
+    with pytest.raises(Forbidden):
+        scope(Identity(agent=AGENT, principal="p", session="s"), level, ceiling=ceiling)
+
+
+@pytest.mark.parametrize(
+    ("identity", "level"),
+    [
+        (Identity(agent=AGENT, principal="p"), "session"),
+        (Identity(principal="p", session="s"), "agent"),
+        (Identity(agent=AGENT, session="s"), "user"),
+    ],
+)
+def test_unresolvable_scope_is_bad_request(identity: Identity, level: Level) -> None:
+    with pytest.raises(BadRequest):
+        scope(identity, level)
+
+
+def test_conversational_tiers_need_a_session() -> None:
+    with pytest.raises(BadRequest):
+        scope(Identity(agent=AGENT), "agent", conversational=True)
+    # The store level has no conversational tiers, so nothing to resolve.
+    assert scope(Identity(), "store", conversational=True).key is None
+
+
+def test_secured_posture_keeps_the_two_key_partition() -> None:
+    with pytest.raises(Forbidden):
+        scope(Identity(agent=AGENT, session="s"), "agent", posture=SECURED)
+    # Admin calls (no agent) stay trusted paths.
+    assert scope(Identity(principal="p"), "user", posture=SECURED).principal == "p"
+
+
+def test_attribution() -> None:
+    attr = derive_attribution(Identity(agent=AGENT, principal="p", session="s"), OPEN, GROUP)
+    assert attr.key == conversation_key(GROUP, "s") == "kaos_group:kaos_memory|run:s"
+    assert attr.mem0_ids() == {"run_id": "s", "user_id": "p", "agent_id": AGENT}
+    assert attr.mem0_metadata() == {"kaos_group": GROUP, "kaos_run": "s"}
+    with pytest.raises(BadRequest):
+        derive_attribution(Identity(agent=AGENT), OPEN, GROUP)
+    with pytest.raises(Forbidden):
+        derive_attribution(Identity(agent=AGENT, session="s"), SECURED, GROUP)
+    with pytest.raises(Forbidden):
+        derive_attribution(Identity(principal="p", session="s"), SECURED, GROUP)
+    bare = derive_attribution(Identity(session="s"), OPEN, GROUP)
+    assert bare.mem0_ids() == {"run_id": "s"}
+
+
+@pytest.mark.parametrize("value", ["alice", "Alice Smith", "a%b", "tab\there", "%20;", "ü ß"])
+def test_entity_ids_round_trip_without_whitespace(value: str) -> None:
+    encoded = to_entity_id(value)
+    assert not any(c.isspace() for c in encoded)
+    assert from_entity_id(encoded) == value
+
+
+def test_scope_matches_rechecks_payloads() -> None:
+    s = scope(Identity(agent=AGENT, principal="p", session="s"), "agent")
+    assert s.matches({"kaos_group": GROUP, "agent_id": AGENT, "user_id": "p", "run_id": "x"})
+    assert not s.matches({"kaos_group": GROUP, "agent_id": AGENT, "run_id": "x"})
+    assert not s.matches({"kaos_group": "other", "agent_id": AGENT, "user_id": "p"})
+    store = scope(Identity(), "store")
+    assert store.matches({"kaos_group": GROUP, "run_id": "anything"})
+    assert not store.matches({"kaos_group": "other", "run_id": "anything"})

@@ -1,0 +1,124 @@
+"""A MemoryStore's desired objects and KAOS_MEMORY_* environment, local and external."""
+
+from __future__ import annotations
+
+from kaos_memory.settings import MemorySettings
+from kaos_operator.desired import MemoryStoreContext, desired_memorystore_objects, memory_store_env
+
+from tests.unit.operator.builders import IMAGES, OPEN, USER_IDENTITY, by_kind, env_of, store
+
+
+def ctx(**kw: object) -> MemoryStoreContext:
+    base: dict[str, object] = {
+        "images": IMAGES,
+        "posture": OPEN,
+        "model_api_url": "http://llm.ns.svc:4000",
+        "summarization_model": "sum",
+        "embedding_model": "emb",
+    }
+    return MemoryStoreContext(**{**base, **kw})  # type: ignore[arg-type]
+
+
+EXTERNAL = {"storage": {"type": "external", "connectionSecret": {"name": "pg", "key": "dsn"}}}
+
+
+def test_local_store_objects() -> None:
+    objs = by_kind(desired_memorystore_objects(store("mem"), ctx()))
+    assert set(objs) == {"Deployment", "Service", "PersistentVolumeClaim"}
+    dep = objs["Deployment"]
+    assert dep["spec"]["replicas"] == 1
+    assert dep["spec"]["strategy"] == {"type": "Recreate"}
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "mem-data"}}]
+    assert pod["containers"][0]["volumeMounts"] == [{"name": "data", "mountPath": "/data/memory"}]
+    pvc = objs["PersistentVolumeClaim"]
+    assert pvc["metadata"]["name"] == "mem-data"
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    assert objs["Service"]["spec"]["ports"][0]["port"] == 8080
+    assert "KAOS_MEMORY_DSN" not in env_of(dep)
+
+
+def test_local_store_storage_class_and_size() -> None:
+    s = store(storage={"type": "local", "size": "5Gi", "storageClassName": "fast"})
+    pvc = by_kind(desired_memorystore_objects(s, ctx()))["PersistentVolumeClaim"]
+    assert pvc["spec"]["storageClassName"] == "fast"
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
+
+
+def test_external_store_objects() -> None:
+    objs = by_kind(desired_memorystore_objects(store("mem", **EXTERNAL), ctx()))
+    assert set(objs) == {"Deployment", "Service", "PodDisruptionBudget"}
+    dep = objs["Deployment"]
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["strategy"] == {"type": "RollingUpdate"}
+    env = env_of(dep)
+    assert env["KAOS_MEMORY_STORAGE"] == "external"
+    assert env["KAOS_MEMORY_DSN"] == {"secretKeyRef": {"name": "pg", "key": "dsn"}}
+    pdb = objs["PodDisruptionBudget"]
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert "podAntiAffinity" in dep["spec"]["template"]["spec"]["affinity"]
+
+
+def test_external_single_replica_has_no_pdb() -> None:
+    objs = by_kind(desired_memorystore_objects(store(**EXTERNAL, replicas=1), ctx()))
+    assert "PodDisruptionBudget" not in objs
+    assert objs["Deployment"]["spec"]["replicas"] == 1
+
+
+def test_env_projects_the_spec() -> None:
+    s = store(
+        collection="team_a",
+        maxReadScope="user",
+        defaultFailureMode="strict",
+        models={
+            "summarization": {"modelAPI": "llm", "model": "sum"},
+            "embedding": {"modelAPI": "llm", "model": "emb", "dimensions": 64},
+        },
+        tiers={
+            "shortTerm": {
+                "tokenBudget": 8000,
+                "foldTriggerTokens": 6000,
+                "foldTargetTokens": 3000,
+                "maxEvents": 500,
+            },
+            "mediumTerm": {"digestRetention": 7},
+            "longTerm": {"recallTopK": 3},
+        },
+    )
+    env = memory_store_env(s, ctx(posture=USER_IDENTITY))
+    assert env == {
+        "KAOS_MEMORY_HOST": "0.0.0.0",
+        "KAOS_MEMORY_PORT": "8080",
+        "KAOS_MEMORY_STORAGE": "local",
+        "KAOS_MEMORY_DATA_DIR": "/data/memory",
+        "KAOS_MEMORY_COLLECTION": "team_a",
+        "KAOS_MEMORY_MODEL_BASE_URL": "http://llm.ns.svc:4000/v1",
+        "KAOS_MEMORY_SUMMARIZATION_MODEL": "sum",
+        "KAOS_MEMORY_EMBEDDING_MODEL": "emb",
+        "KAOS_MEMORY_EMBEDDING_DIMS": "64",
+        "KAOS_MEMORY_TOKEN_BUDGET": "8000",
+        "KAOS_MEMORY_FOLD_TRIGGER": "6000",
+        "KAOS_MEMORY_FOLD_TARGET": "3000",
+        "KAOS_MEMORY_MAX_EVENTS": "500",
+        "KAOS_MEMORY_DIGEST_RETENTION": "7",
+        "KAOS_MEMORY_RECALL_TOP_K": "3",
+        "KAOS_MEMORY_MAX_READ_SCOPE": "user",
+        "KAOS_MEMORY_DEFAULT_FAILURE_MODE": "strict",
+        "KAOS_MEMORY_REQUIRE_PRINCIPAL": "true",
+        "KAOS_MEMORY_REQUIRE_AGENT_IDENTITY": "true",
+    }
+
+
+def test_env_is_accepted_by_the_memory_service_settings() -> None:
+    """The projected environment loads in the service's own settings, field for field."""
+    s = store(tiers={"shortTerm": {"tokenBudget": 1000, "foldTargetTokens": 100}})
+    env = memory_store_env(s, ctx())
+    settings = MemorySettings.from_env(env)
+    assert settings.token_budget == 1000
+    assert settings.effective_fold_target == 100
+    assert settings.model_base_url == "http://llm.ns.svc:4000/v1"
+    unknown = [
+        k for k in env if k.removeprefix("KAOS_MEMORY_").lower() not in MemorySettings.model_fields
+    ]
+    assert unknown == []
