@@ -41,7 +41,7 @@ lint: $(STAMP) ## ruff and mypy
 .PHONY: test
 test: $(STAMP) services lint ## everything CI runs: lint, types, all tests
 	eval "$$(hack/postgres env)"; \
-	export PATH="$$(hack/k8s-build --bin-dir):$$PATH"; \
+	eval "$$(hack/k8s-build --print-env | sed 's/^/export /')"; export PATH="$$KAOS_K8S_BIN:$$PATH"; \
 	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 .PHONY: unit

@@ -14,9 +14,10 @@ import logging
 import time
 from typing import Any
 
+from pydantic_ai.mcp import MCPToolset
+
 from kaos_agent.context import RunDeps
 from kaos_agent.settings import AgentSettings
-from pydantic_ai.mcp import MCPToolset
 
 log = logging.getLogger(__name__)
 

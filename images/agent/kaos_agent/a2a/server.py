@@ -25,13 +25,14 @@ from google.protobuf.json_format import (  # type: ignore[import-untyped]
     ParseDict,
     ParseError,
 )
+from kaos_core.agent_env import DELEGATION_DEPTH_HEADER, PRINCIPAL_HEADER, SESSION_HEADER
+from kaos_core.errors import KaosError
+from kaos_core.memory.identity import validate_subject
+
 from kaos_agent.a2a.tasks import TaskRecord, TaskStore
 from kaos_agent.context import RunDeps, new_session_id
 from kaos_agent.delegation import KAOS_METADATA_KEY
 from kaos_agent.runner import AgentRuntime
-from kaos_core.agent_env import DELEGATION_DEPTH_HEADER, PRINCIPAL_HEADER, SESSION_HEADER
-from kaos_core.errors import KaosError
-from kaos_core.memory.identity import validate_subject
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kaos_agent.context import RunDeps
 from kaos_core.memory.contract import Turn
 from pydantic_ai.messages import ModelMessage
+
+from kaos_agent.context import RunDeps
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,11 @@ import asyncio
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 
+from kaos_core.memory.contract import Turn
+
 from kaos_agent.context import RunDeps
 from kaos_agent.memory.base import Recalled
 from kaos_agent.memory.turns import messages_from_turns
-from kaos_core.memory.contract import Turn
 
 MAX_SESSIONS = 10_000
 

@@ -13,10 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from kaos_agent.context import RunDeps
-from kaos_agent.memory.base import MemoryWriteFailed, Recalled
-from kaos_agent.memory.turns import messages_from_turns
-from kaos_agent.metrics import AgentMetrics
 from kaos_core.errors import KaosError
 from kaos_core.memory.client import (
     MemoryClientError,
@@ -25,6 +21,11 @@ from kaos_core.memory.client import (
     MemoryUnavailable,
 )
 from kaos_core.memory.contract import FailureMode, Level, RecallResponse, Turn, scope_rank
+
+from kaos_agent.context import RunDeps
+from kaos_agent.memory.base import MemoryWriteFailed, Recalled
+from kaos_agent.memory.turns import messages_from_turns
+from kaos_agent.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaos_agent.context import RunDeps
-from kaos_agent.memory.base import MemoryWriteFailed
-from kaos_agent.memory.remote import RemoteMemory
 from kaos_core.memory.client import MemoryClientError, MemoryRequestRejected
 from kaos_core.memory.contract import Level, Turn
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
+
+from kaos_agent.context import RunDeps
+from kaos_agent.memory.base import MemoryWriteFailed
+from kaos_agent.memory.remote import RemoteMemory
 
 MAX_QUERY = 4096
 MAX_SAVE = 8192
