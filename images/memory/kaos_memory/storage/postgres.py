@@ -13,55 +13,11 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from kaos_memory.storage.relational import Cursor
+from kaos_memory.storage.relational import Cursor, schema
 
-SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS kaos_mem_turns (
-        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        key TEXT NOT NULL,
-        role TEXT NOT NULL,
-        content TEXT NOT NULL,
-        tokens INTEGER NOT NULL,
-        at TEXT NOT NULL,
-        principal TEXT,
-        agent TEXT,
-        infer BOOLEAN NOT NULL,
-        folded_by BIGINT
-    )""",
-    "CREATE INDEX IF NOT EXISTS kaos_mem_turns_window ON kaos_mem_turns (key, folded_by, seq)",
-    "CREATE INDEX IF NOT EXISTS kaos_mem_turns_fold ON kaos_mem_turns (folded_by)",
-    """CREATE TABLE IF NOT EXISTS kaos_mem_digests (
-        key TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        summary TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (key, version)
-    )""",
-    """CREATE TABLE IF NOT EXISTS kaos_mem_folds (
-        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        key TEXT NOT NULL,
-        session TEXT NOT NULL,
-        first_seq BIGINT NOT NULL,
-        last_seq BIGINT NOT NULL,
-        turns INTEGER NOT NULL,
-        tokens INTEGER NOT NULL,
-        digest_version INTEGER,
-        digest_status TEXT NOT NULL,
-        extraction_status TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS kaos_mem_folds_key ON kaos_mem_folds (key, digest_status)",
-    """CREATE TABLE IF NOT EXISTS kaos_mem_attribution (
-        key TEXT NOT NULL,
-        grp TEXT NOT NULL,
-        session TEXT NOT NULL,
-        principal TEXT NOT NULL,
-        agent TEXT NOT NULL,
-        PRIMARY KEY (key, principal, agent)
-    )""",
-    "CREATE INDEX IF NOT EXISTS kaos_mem_attr_principal ON kaos_mem_attribution (grp, principal)",
-    "CREATE INDEX IF NOT EXISTS kaos_mem_attr_agent ON kaos_mem_attribution (grp, agent)",
-]
+SCHEMA = schema(
+    identity="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", bigint="BIGINT", boolean="BOOLEAN"
+)
 
 # Serialises concurrent schema creation by several replicas starting at once.
 _SCHEMA_LOCK = 0x6B616F73  # "kaos"

@@ -407,3 +407,61 @@ class SqlConversationStore:
                 cur.execute(q("DELETE FROM kaos_mem_folds WHERE key = %s"), (key,))
                 cur.execute(q("DELETE FROM kaos_mem_attribution WHERE key = %s"), (key,))
         return Erased(turns=turns, digests=digests)
+
+
+# One schema for both dialects; only the column types that differ are named per dialect.
+_SCHEMA_TEMPLATE = [
+    """CREATE TABLE IF NOT EXISTS kaos_mem_turns (
+        seq {identity},
+        key TEXT NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        tokens INTEGER NOT NULL,
+        at TEXT NOT NULL,
+        principal TEXT,
+        agent TEXT,
+        infer {boolean} NOT NULL,
+        folded_by {bigint}
+    )""",
+    "CREATE INDEX IF NOT EXISTS kaos_mem_turns_window ON kaos_mem_turns (key, folded_by, seq)",
+    "CREATE INDEX IF NOT EXISTS kaos_mem_turns_fold ON kaos_mem_turns (folded_by)",
+    """CREATE TABLE IF NOT EXISTS kaos_mem_digests (
+        key TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        summary TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (key, version)
+    )""",
+    """CREATE TABLE IF NOT EXISTS kaos_mem_folds (
+        id {identity},
+        key TEXT NOT NULL,
+        session TEXT NOT NULL,
+        first_seq {bigint} NOT NULL,
+        last_seq {bigint} NOT NULL,
+        turns INTEGER NOT NULL,
+        tokens INTEGER NOT NULL,
+        digest_version INTEGER,
+        digest_status TEXT NOT NULL,
+        extraction_status TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS kaos_mem_folds_key ON kaos_mem_folds (key, digest_status)",
+    """CREATE TABLE IF NOT EXISTS kaos_mem_attribution (
+        key TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        session TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        PRIMARY KEY (key, principal, agent)
+    )""",
+    "CREATE INDEX IF NOT EXISTS kaos_mem_attr_principal ON kaos_mem_attribution (grp, principal)",
+    "CREATE INDEX IF NOT EXISTS kaos_mem_attr_agent ON kaos_mem_attribution (grp, agent)",
+]
+
+
+def schema(*, identity: str, bigint: str, boolean: str) -> list[str]:
+    """The conversational tiers' DDL with a dialect's identity, big-integer and boolean types."""
+    return [
+        s.replace("{identity}", identity).replace("{bigint}", bigint).replace("{boolean}", boolean)
+        for s in _SCHEMA_TEMPLATE
+    ]
