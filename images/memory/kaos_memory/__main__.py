@@ -13,6 +13,7 @@ from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
 
 from kaos_memory.app import create_app
+from kaos_memory.datadir import DataDirInUse
 from kaos_memory.settings import load_memory_settings
 
 log = logging.getLogger("kaos_memory")
@@ -32,7 +33,12 @@ def main() -> None:
             "data_dir": str(settings.data_dir),
         },
     )
-    run_service(create_app(settings), settings.host, settings.port)
+    try:
+        run_service(create_app(settings), settings.host, settings.port)
+    except DataDirInUse as exc:
+        log.error("cannot start", extra={"error": str(exc)})
+        print(f"kaos-memory: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(3) from None
     _exit_despite_stuck_threads(grace=5.0)
 
 

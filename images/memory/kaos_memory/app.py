@@ -1,10 +1,12 @@
 """The memory service application: the base app plus the stores, executor and routes.
 
 Every resource is owned by a ``cleanup_ctx`` generator, registered in start order, so
-shutdown runs in reverse: the executor drains its queued folds and extractions first
-(within ``KAOS_MEMORY_DRAIN_TIMEOUT``), while the stores and the model client they need
-are still open; then the stores close. Readiness checks the relational store and the
-vector store; a model outage never makes the service unready.
+shutdown runs in reverse: the sweeper stops, the executor drains its queued folds and
+extractions (within ``KAOS_MEMORY_DRAIN_TIMEOUT``) while the stores and the model client
+they need are still open; then the stores close, and last the local data dir's lock is
+released. Readiness checks the relational store and the vector store (so it follows
+PostgreSQL in external mode, and comes back by itself when the database does); a model
+outage never makes the service unready.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from kaos_core.http import READINESS_KEY, REGISTRY_KEY, create_base_app
 
+from kaos_memory.datadir import exclusive_data_dir
 from kaos_memory.executor import BackgroundExecutor, RetryPolicy
-from kaos_memory.folding import Folder
+from kaos_memory.folding import ConsolidationPolicy, Folder
 from kaos_memory.keys import (
     CONVERSATION_KEY,
     EXECUTOR_KEY,
@@ -33,6 +36,7 @@ from kaos_memory.storage.base import ConversationStore
 from kaos_memory.storage.longterm import Mem0LongTermStore
 from kaos_memory.storage.relational import SqlConversationStore
 from kaos_memory.summarizer import Summarizer
+from kaos_memory.sweeper import Sweeper
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,8 @@ def create_app(settings: MemorySettings) -> web.Application:
     app = create_base_app(SERVICE_NAME, max_body_bytes=settings.max_body_bytes)
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = MemoryMetrics.create(app[REGISTRY_KEY])
+    if settings.storage == "local":
+        app.cleanup_ctx.append(_data_dir_ctx)
     app.cleanup_ctx.append(_conversation_ctx)
     app.cleanup_ctx.append(_longterm_ctx)
     app.cleanup_ctx.append(_service_ctx)
@@ -61,9 +67,19 @@ def create_app(settings: MemorySettings) -> web.Application:
     return app
 
 
+async def _data_dir_ctx(app: web.Application) -> AsyncIterator[None]:
+    with exclusive_data_dir(app[SETTINGS_KEY].data_dir):
+        yield
+
+
 async def _conversation_ctx(app: web.Application) -> AsyncIterator[None]:
-    store = conversation_store(app[SETTINGS_KEY])
+    settings = app[SETTINGS_KEY]
+    store = conversation_store(settings)
     await store.start()
+    if settings.storage == "local":
+        # The data dir lock proves no other process works on this store: leases a
+        # previous (crashed) process left are void, and its pending work resumes now.
+        await store.release_all_leases()
     app[CONVERSATION_KEY] = store
     app[READINESS_KEY].add("conversation_store", store.ping)
     try:
@@ -106,13 +122,29 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     executor.start()
     app[EXECUTOR_KEY] = executor
     folder = Folder(
+        group=settings.group,
         conversation=app[CONVERSATION_KEY],
         longterm=app[LONGTERM_KEY],
         summarizer=summarizer,
         executor=executor,
         metrics=metrics,
-        policy=MemoryService.fold_policy(settings),
-        digest_retention=settings.digest_retention,
+        policy=ConsolidationPolicy(
+            fold=MemoryService.fold_policy(settings),
+            digest_retention=settings.digest_retention,
+            lease_ttl=settings.lease_ttl,
+            max_attempts=settings.extraction_max_attempts,
+            attempts_per_job=settings.executor_retries + 1,
+            sweep_interval=settings.sweep_interval,
+        ),
+    )
+    log.info("replica", extra={"replica": folder.replica})
+    sweeper = Sweeper(
+        conversation=app[CONVERSATION_KEY],
+        folder=folder,
+        executor=executor,
+        metrics=metrics,
+        interval=settings.sweep_interval,
+        idle_flush_seconds=settings.idle_flush_seconds,
     )
     app[SERVICE_KEY] = MemoryService(
         settings,
@@ -121,9 +153,11 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
         folder=folder,
         metrics=metrics,
     )
+    sweeper.start()
     try:
         yield
     finally:
+        await sweeper.stop()
         drained = await executor.drain(settings.drain_timeout)
         log.info("background work drained", extra={"complete": drained})
         await summarizer.close()

@@ -93,6 +93,12 @@ class BackgroundExecutor:
     def has_room(self) -> bool:
         return self._accepting and not self._queue.full()
 
+    def room(self) -> int:
+        """Jobs that can be queued now without a refusal."""
+        if not self._accepting:
+            return 0
+        return max(0, self._queue.maxsize - self._queue.qsize())
+
     async def _worker(self) -> None:
         while True:
             job = await self._queue.get()

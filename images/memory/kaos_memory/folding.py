@@ -1,10 +1,22 @@
-"""Compaction in the background: fold the oldest turns into a digest, extract them to Mem0.
+"""Consolidation in the background: fold the oldest turns into a digest, extract them to Mem0.
 
-A write that leaves a session's unfolded turns past the fold trigger schedules one fold
-job for that session (at most one queued per session). The job claims a fold in one
-transaction (the oldest turns get ``folded_by``), then runs two independently retried
-steps: the digest step writes the next digest version from the previous digest and the
-pending folds' turns; the extraction step hands exactly that fold's turns to Mem0 once.
+A write that leaves a session's unfolded turns past the fold trigger schedules one job for
+that session (at most one queued per session and replica). The job claims a fold in one
+transaction (the oldest turns get ``folded_by``, and the fold row is the outbox entry of
+its digest and extraction), then works the session's outbox in two independent steps:
+
+- digest: under the session's ``digest`` lease, every pending fold goes into the next
+  digest version (one model call for however many folds are pending);
+- extraction: under the session's ``extract`` lease, pending folds go to Mem0 one at a
+  time, oldest first, so two extractions of one scope never overlap (Mem0's
+  deduplication would race) and facts arrive in conversation order.
+
+Leases are rows with an expiry the holder renews; a replica that dies leaves its leases to
+lapse and its folds pending, and the sweeper of any replica schedules them again.
+Extraction is at-least-once and idempotent at the outcome: every fact carries its fold and
+attempt, a new attempt first deletes what an earlier one stored, and marking the fold done
+is fenced by the lease, so a holder that lost it deletes its own facts instead.
+
 An erasure that lands meanwhile wins: a late digest is not written, and facts a late
 extraction stored are deleted again.
 """
@@ -12,18 +24,26 @@ extraction stored are deleted again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
+import os
+import socket
 import time
+import uuid
 from collections import defaultdict
-from weakref import WeakValueDictionary
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 
-from kaos_memory.executor import BackgroundExecutor
+from kaos_memory.executor import BackgroundExecutor, PermanentJobError
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import Attribution
 from kaos_memory.storage.base import (
     ConversationStore,
     Fold,
     FoldPolicy,
+    FoldTag,
+    LeaseKind,
     LongTermStore,
     TurnRow,
 )
@@ -36,106 +56,268 @@ class RetryLater(Exception):
     """The step found work it could not finish now (a concurrent digest on another replica)."""
 
 
+class LeaseLost(PermanentJobError):
+    """The session's lease passed to another replica; that replica finishes the work."""
+
+
+def replica_id() -> str:
+    """This process among the store's replicas: host (the pod name), pid and a nonce."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class Lease:
+    key: str
+    kind: LeaseKind
+    owner: str
+    lost: bool = field(default=False)
+
+
+# The longest a failing extraction waits in the outbox between two jobs.
+MAX_EXTRACTION_BACKOFF = 900.0
+
+
+@dataclass(frozen=True)
+class ConsolidationPolicy:
+    fold: FoldPolicy
+    digest_retention: int
+    lease_ttl: float
+    max_attempts: int
+    attempts_per_job: int
+    sweep_interval: float
+
+
 class Folder:
     def __init__(
         self,
         *,
+        group: str,
         conversation: ConversationStore,
         longterm: LongTermStore,
         summarizer: Summarizer,
         executor: BackgroundExecutor,
         metrics: MemoryMetrics,
-        policy: FoldPolicy,
-        digest_retention: int,
+        policy: ConsolidationPolicy,
+        replica: str | None = None,
     ) -> None:
+        self.group = group
         self.conversation = conversation
         self.longterm = longterm
         self.summarizer = summarizer
         self.executor = executor
         self.metrics = metrics
         self.policy = policy
-        self.digest_retention = digest_retention
+        self.replica = replica or replica_id()
         self._queued: set[str] = set()
-        self._locks: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
 
-    def schedule(self, attribution: Attribution) -> bool:
-        """Queue a fold of the session; False when the queue had no room (degraded)."""
-        key = attribution.key
+    # --- scheduling ---------------------------------------------------------------------------
+
+    def schedule(self, key: str, session: str, *, cause: str = "write") -> bool:
+        """Queue consolidation of a session; False when the queue had no room (degraded)."""
+        return self._submit(key, cause, lambda: self._consolidate(key, session, None))
+
+    def schedule_flush(self, key: str, session: str, idle_since: str) -> bool:
+        """Queue an idle flush: fold the whole remaining window if still idle."""
+        return self._submit(key, "idle", lambda: self._consolidate(key, session, idle_since))
+
+    def _submit(self, key: str, cause: str, job: Callable[[], Awaitable[None]]) -> bool:
         if key in self._queued:
             return True
-        if not self.executor.submit("fold", lambda: self._fold(attribution)):
+        if not self.executor.submit("fold", job):
             return False
         self._queued.add(key)
+        self.metrics.scheduled.labels(cause=cause).inc()
         return True
 
-    def _lock(self, key: str) -> asyncio.Lock:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[key] = lock
-        return lock
+    async def _consolidate(self, key: str, session: str, idle_since: str | None) -> None:
+        # Writes after this point may queue the next consolidation of the session.
+        self._queued.discard(key)
+        if idle_since is None:
+            fold = await self.conversation.claim_fold(key, session, self.policy.fold)
+        else:
+            fold = await self.conversation.flush_session(key, session, idle_since)
+        if fold is not None:
+            log.info(
+                "fold claimed",
+                extra={
+                    "fold_id": fold.id,
+                    "turns": len(fold.turns),
+                    "key": key,
+                    "flush": idle_since is not None,
+                },
+            )
+        await asyncio.gather(self._digests(key), self._extractions(key))
 
-    async def _fold(self, attribution: Attribution) -> None:
-        # Writes after this point may queue the next fold of the session.
-        self._queued.discard(attribution.key)
-        fold = await self.conversation.claim_fold(attribution, self.policy)
-        if fold is None:
+    # --- leases -------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _lease(self, key: str, kind: LeaseKind) -> AsyncIterator[Lease | None]:
+        """Hold the session's ``kind`` lease while the body runs, renewing it; ``None`` when
+        another holder has it."""
+        lease = Lease(key, kind, f"{self.replica}/{uuid.uuid4().hex[:8]}")
+        ttl = self.policy.lease_ttl
+        if not await self.conversation.acquire_lease(key, kind, lease.owner, ttl):
+            yield None
             return
-        log.info(
-            "fold claimed",
-            extra={"fold_id": fold.id, "turns": len(fold.turns), "key": fold.key},
-        )
-        digest_ok, extract_ok = await asyncio.gather(
-            self.executor.run_with_retry("digest", lambda: self._digest(fold.key)),
-            self.executor.run_with_retry("extraction", lambda: self._extract(fold, attribution)),
-        )
-        if not digest_ok:
-            # The turns stay pending: the next fold of this session digests them too.
-            self.metrics.folds.labels(outcome="failed").inc()
-            self.metrics.degraded.labels(reason="digest_failed").inc()
-        if not extract_ok:
-            self.metrics.extractions.labels(outcome="failed").inc()
-            self.metrics.degraded.labels(reason="extraction_failed").inc()
-            await self.conversation.set_extraction(fold.id, "failed")
+        renewer = asyncio.create_task(self._renew(lease), name=f"lease-{kind}")
+        try:
+            yield lease
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+            try:
+                await self.conversation.release_lease(key, kind, lease.owner)
+            except Exception:  # noqa: BLE001  (it lapses by itself)
+                log.warning("releasing a lease failed", extra={"key": key, "kind": kind})
+
+    async def _renew(self, lease: Lease) -> None:
+        ttl = self.policy.lease_ttl
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                held = await self.conversation.renew_lease(lease.key, lease.kind, lease.owner, ttl)
+            except Exception:  # noqa: BLE001  (a database blip: try again next period)
+                log.warning("renewing a lease failed", extra={"key": lease.key})
+                continue
+            if not held:
+                lease.lost = True
+                return
+
+    async def _drain(
+        self, key: str, kind: LeaseKind, pending: Callable[[], Awaitable[bool]], work: WorkFn
+    ) -> None:
+        """Run ``work`` under the lease while ``pending``; re-check after releasing, so work
+        queued while another job held the lease is not left for the sweeper."""
+        while True:
+            async with self._lease(key, kind) as lease:
+                if lease is None:
+                    return
+                if not await work(lease):
+                    return
+            if not await pending():
+                return
+
+    # --- digest -------------------------------------------------------------------------------
+
+    async def _digests(self, key: str) -> None:
+        async def pending() -> bool:
+            return bool(await self.conversation.pending_digest_folds(key))
+
+        async def work(lease: Lease) -> bool:
+            ok = await self.executor.run_with_retry("digest", lambda: self._digest(key))
+            if not ok:
+                # The turns stay pending: the next fold or sweep of this session digests them.
+                self.metrics.folds.labels(outcome="failed").inc()
+                self.metrics.degraded.labels(reason="digest_failed").inc()
+            return ok
+
+        await self._drain(key, "digest", pending, work)
 
     async def _digest(self, key: str) -> None:
-        async with self._lock(key):
-            folds = await self.conversation.pending_digest_folds(key)
-            if not folds:
-                return
-            started = time.perf_counter()
-            previous = await self.conversation.latest_digest(key)
-            turns = [t for f in folds for t in f.turns]
-            summary = await self.summarizer.digest(
-                None if previous is None else previous.summary, turns
-            )
-            version = await self.conversation.add_digest(
-                key, summary, [f.id for f in folds], self.digest_retention
-            )
-            if version is None:
-                if await self.conversation.pending_digest_folds(key):
-                    raise RetryLater("another digest of this session landed first")
-                self.metrics.folds.labels(outcome="skipped").inc()
-                return
-            self.metrics.folds.labels(outcome="done").inc()
-            self.metrics.fold_duration.observe(time.perf_counter() - started)
-            log.info("digest written", extra={"key": key, "version": version})
-
-    async def _extract(self, fold: Fold, attribution: Attribution) -> None:
+        folds = await self.conversation.pending_digest_folds(key)
+        if not folds:
+            return
         started = time.perf_counter()
+        previous = await self.conversation.latest_digest(key)
+        turns = [t for f in folds for t in f.turns]
+        summary = await self.summarizer.digest(
+            None if previous is None else previous.summary, turns
+        )
+        version = await self.conversation.add_digest(
+            key, summary, [f.id for f in folds], self.policy.digest_retention
+        )
+        if version is None:
+            if await self.conversation.pending_digest_folds(key):
+                raise RetryLater("another digest of this session landed first")
+            self.metrics.folds.labels(outcome="skipped").inc()
+            return
+        self.metrics.folds.labels(outcome="done").inc()
+        self.metrics.fold_duration.observe(time.perf_counter() - started)
+        log.info("digest written", extra={"key": key, "version": version, "folds": len(folds)})
+
+    # --- extraction ---------------------------------------------------------------------------
+
+    async def _extractions(self, key: str) -> None:
+        async def pending() -> bool:
+            return await self.conversation.next_extraction(key) is not None
+
+        async def work(lease: Lease) -> bool:
+            while (fold := await self.conversation.next_extraction(key)) is not None:
+                if fold.retry_at is not None and fold.retry_at > time.time():
+                    return False  # backing off after failures; a later sweep resumes
+                ok = await self.executor.run_with_retry(
+                    "extraction", functools.partial(self._extract, fold, lease)
+                )
+                if lease.lost:
+                    self.metrics.lease_lost.labels(kind="extract").inc()
+                    return False
+                if not ok:
+                    await self._give_up_or_defer(fold, lease)
+                    return False
+            return True
+
+        await self._drain(key, "extract", pending, work)
+
+    async def _give_up_or_defer(self, fold: Fold, lease: Lease) -> None:
+        """After a job's retries: back off in the outbox, or give up on a poison batch."""
+        self.metrics.extractions.labels(outcome="failed").inc()
+        self.metrics.degraded.labels(reason="extraction_failed").inc()
+        latest = await self.conversation.next_extraction(fold.key)
+        attempts = latest.attempts if latest is not None and latest.id == fold.id else 0
+        if attempts >= self.policy.max_attempts:
+            # Recorded as failed so the session's later folds go on.
+            await self.conversation.finish_extraction(fold, lease.owner, "failed")
+            log.error(
+                "extraction abandoned",
+                extra={"fold_id": fold.id, "key": fold.key, "attempts": attempts},
+            )
+            return
+        # It stays pending; the sweeper retries it after a delay that doubles per failed
+        # job (a model outage costs a few calls per period, not a stream of them).
+        jobs = max(1, attempts // self.policy.attempts_per_job)
+        delay = min(self.policy.sweep_interval * 2 ** min(jobs - 1, 16), MAX_EXTRACTION_BACKOFF)
+        await self.conversation.defer_extraction(fold, time.time() + delay)
+        log.warning(
+            "extraction deferred",
+            extra={"fold_id": fold.id, "attempts": attempts, "retry_in_s": round(delay, 1)},
+        )
+
+    async def _extract(self, fold: Fold, lease: Lease) -> None:
+        attempt = await self.conversation.begin_extraction(fold, lease.owner)
+        if attempt is None:
+            lease.lost = True
+            raise LeaseLost(f"fold {fold.id}: lease lost or fold no longer pending")
+        started = time.perf_counter()
+        if attempt > 1:
+            # An earlier attempt (a retry, or a replica that died) may have stored some facts.
+            removed = await self.longterm.erase_fold(self.group, fold.session, fold.id)
+            if removed:
+                log.info("earlier attempt undone", extra={"fold_id": fold.id, "facts": removed})
+        # If this attempt fails half way, the next attempt (on any replica) removes its facts.
         stored: list[str] = []
         for (principal, agent, infer), turns in _by_attribution(fold.turns).items():
             who = Attribution(
-                group=attribution.group, session=fold.session, principal=principal, agent=agent
+                group=self.group, session=fold.session, principal=principal, agent=agent
             )
-            stored += await self.longterm.add(turns, who, infer)
-        if not await self.conversation.set_extraction(fold.id, "done"):
+            stored += await self.longterm.add(turns, who, infer, FoldTag(fold.id, attempt))
+        outcome = await self.conversation.finish_extraction(fold, lease.owner, "done")
+        if outcome == "gone":
             # The session was erased while Mem0 worked: the erasure must stand.
             await self.longterm.erase_ids(stored)
             self.metrics.extractions.labels(outcome="erased").inc()
             return
+        if outcome == "lost":
+            # Another replica took the session over; its attempt deletes ours and redoes it,
+            # but ours may land after its deletion, so remove what we stored.
+            await self.longterm.erase_ids(stored)
+            lease.lost = True
+            raise LeaseLost(f"fold {fold.id}: lease lost before the extraction was recorded")
         self.metrics.extractions.labels(outcome="done").inc()
         self.metrics.extraction_duration.observe(time.perf_counter() - started)
+
+
+WorkFn = Callable[[Lease], Awaitable[bool]]
 
 
 def _by_attribution(

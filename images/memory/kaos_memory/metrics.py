@@ -31,6 +31,10 @@ class MemoryMetrics:
     extraction_duration: Histogram
     degraded: Counter
     tier_latency: Histogram
+    outbox_depth: Gauge
+    sweeps: Counter
+    scheduled: Counter
+    lease_lost: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> MemoryMetrics:
@@ -102,5 +106,23 @@ class MemoryMetrics:
                 "Latency of one tier operation on the request path, by tier and operation.",
                 ["tier", "op"],
                 LATENCY_BUCKETS,
+            ),
+            outbox_depth=Gauge(
+                "outbox_depth",
+                "Folds whose digest or extraction is pending, in the whole store (this "
+                "replica's last sweep).",
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            sweeps=counter("sweeps", "Outbox and idle-session sweeps of this replica.", []),
+            scheduled=counter(
+                "consolidations_scheduled",
+                "Session consolidation jobs queued, by cause (write, outbox, idle).",
+                ["cause"],
+            ),
+            lease_lost=counter(
+                "leases_lost",
+                "Work abandoned because its session lease passed to another replica, by kind.",
+                ["kind"],
             ),
         )

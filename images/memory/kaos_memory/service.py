@@ -154,7 +154,7 @@ class MemoryService:
             return WriteResponse(accepted=0, scheduled=False, degraded=True), 200
         scheduled = degraded = False
         if needs_fold(stats.tokens, stats.events, self.policy):
-            scheduled = self.folder.schedule(attribution)
+            scheduled = self.folder.schedule(attribution.key, attribution.session)
             degraded = not scheduled
         response = WriteResponse(accepted=len(turns), scheduled=scheduled, degraded=degraded)
         return response, 202 if scheduled else 200

@@ -74,6 +74,10 @@ class MemorySettings(EnvSettings):
     executor_backoff: float = Field(default=0.5, ge=0)
     executor_backoff_max: float = Field(default=10.0, ge=0)
     drain_timeout: float = Field(default=25.0, ge=0)
+    lease_ttl: float = Field(default=60.0, ge=1.0)
+    sweep_interval: float = Field(default=10.0, gt=0)
+    idle_flush_seconds: float = Field(default=900.0, ge=0)
+    extraction_max_attempts: int = Field(default=200, ge=1, le=100_000)
     mem0_threads: int = Field(default=4, ge=1, le=64)
     pg_pool_size: int = Field(default=8, ge=1, le=256)
 
@@ -125,8 +129,7 @@ class MemorySettings(EnvSettings):
 
     @property
     def mem0_history_path(self) -> Path:
-        # External mode keeps Mem0's node-local history on the (ephemeral) data dir: it is
-        # not memory data, but it holds fact text, so erasure purges it in both modes.
+        # Local mode only: external mode keeps no node-local history (storage.history).
         return self.mem0_dir / "history.db"
 
 

@@ -9,11 +9,13 @@ the Mem0-backed semantic tier. Constructors do no I/O; ``start`` opens, ``close`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from kaos_core.memory.contract import Fact
 
 from kaos_memory.scope import Attribution, Scope
+
+LeaseKind = Literal["digest", "extract"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,33 @@ class Fold:
     key: str
     session: str
     turns: list[TurnRow]
+    attempts: int = 0
+    retry_at: float | None = None
+
+
+@dataclass(frozen=True)
+class FoldTag:
+    """Which fold, and which attempt at its extraction, stored a fact (in its metadata)."""
+
+    fold_id: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class PendingSession:
+    """A session with fold work in the outbox (a digest or an extraction not done)."""
+
+    key: str
+    session: str
+
+
+@dataclass(frozen=True)
+class IdleSession:
+    """A session nobody wrote to since ``last_at`` whose window was not flushed since."""
+
+    key: str
+    session: str
+    last_at: str
 
 
 @dataclass(frozen=True)
@@ -109,8 +138,14 @@ class ConversationStore(Protocol):
 
     async def latest_digest(self, key: str) -> Digest | None: ...
 
-    async def claim_fold(self, attribution: Attribution, policy: FoldPolicy) -> Fold | None:
-        """Atomically mark the oldest unfolded turns as one fold, if the trigger is crossed."""
+    async def claim_fold(self, key: str, session: str, policy: FoldPolicy) -> Fold | None:
+        """Atomically record the oldest unfolded turns as one fold (the outbox entry) if the
+        trigger is crossed."""
+        ...
+
+    async def flush_session(self, key: str, session: str, idle_since: str) -> Fold | None:
+        """Fold every unfolded turn of a session still idle since ``idle_since``; mark it
+        flushed (until its next write)."""
         ...
 
     async def pending_digest_folds(self, key: str) -> list[Fold]:
@@ -127,9 +162,39 @@ class ConversationStore(Protocol):
         """
         ...
 
-    async def set_extraction(self, fold_id: int, status: str) -> bool:
-        """Record a fold's extraction status; False when the fold was erased."""
+    async def next_extraction(self, key: str) -> Fold | None:
+        """The session's oldest fold whose extraction is pending."""
         ...
+
+    async def begin_extraction(self, fold: Fold, owner: str) -> int | None:
+        """Count an attempt (its number), or None: lease lost or fold no longer pending."""
+        ...
+
+    async def finish_extraction(
+        self, fold: Fold, owner: str, status: Literal["done", "failed"]
+    ) -> Literal["done", "lost", "gone"]:
+        """Record the outcome if ``owner`` still holds the session's extract lease."""
+        ...
+
+    async def defer_extraction(self, fold: Fold, retry_at: float) -> None:
+        """Leave the fold pending but not to be retried before ``retry_at`` (epoch s)."""
+        ...
+
+    async def acquire_lease(self, key: str, kind: LeaseKind, owner: str, ttl: float) -> bool: ...
+
+    async def renew_lease(self, key: str, kind: LeaseKind, owner: str, ttl: float) -> bool: ...
+
+    async def release_lease(self, key: str, kind: LeaseKind, owner: str) -> None: ...
+
+    async def release_all_leases(self) -> int: ...
+
+    async def outbox(self, limit: int) -> list[PendingSession]:
+        """Sessions with pending fold work and no live lease."""
+        ...
+
+    async def outbox_depth(self) -> int: ...
+
+    async def idle_sessions(self, idle_since: str, limit: int) -> list[IdleSession]: ...
 
     async def erase(self, selector: ErasureSelector) -> Erased: ...
 
@@ -141,8 +206,15 @@ class LongTermStore(Protocol):
 
     async def ping(self) -> None: ...
 
-    async def add(self, turns: list[TurnRow], attribution: Attribution, infer: bool) -> list[str]:
-        """Hand turns to Mem0 (extraction when ``infer``); the ids of stored facts."""
+    async def add(
+        self, turns: list[TurnRow], attribution: Attribution, infer: bool, tag: FoldTag
+    ) -> list[str]:
+        """Hand one fold's turns to Mem0 (extraction when ``infer``); the ids of stored
+        facts, each tagged with the fold and attempt."""
+        ...
+
+    async def erase_fold(self, group: str, session: str, fold_id: int) -> int:
+        """Delete the facts any attempt at extracting fold ``fold_id`` stored."""
         ...
 
     async def search(self, scope: Scope, query: str, top_k: int) -> list[Fact]: ...

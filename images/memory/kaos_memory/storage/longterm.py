@@ -35,9 +35,18 @@ from typing import Any, TypeVar
 
 from kaos_core.memory.contract import Fact
 
-from kaos_memory.scope import GROUP_KEY, WILDCARD, Attribution, Scope, from_entity_id
+from kaos_memory.scope import (
+    GROUP_KEY,
+    RUN_KEY,
+    WILDCARD,
+    Attribution,
+    Scope,
+    from_entity_id,
+    to_entity_id,
+)
 from kaos_memory.settings import MemorySettings
-from kaos_memory.storage.base import TurnRow
+from kaos_memory.storage.base import FoldTag, TurnRow
+from kaos_memory.storage.history import null_history
 from kaos_memory.storage.purge import purge_chroma_log, purge_mem0_history
 
 log = logging.getLogger(__name__)
@@ -49,6 +58,10 @@ LIST_SCAN_LIMIT = 1_000_000
 ERASE_BATCH = 1000
 _EXTRACTED_ROLES = ("user", "assistant")
 _ID_KEYS = ("user_id", "agent_id", "run_id")
+# Metadata keys naming the fold and the attempt that stored a fact. Strings, because the
+# two vector stores compare filter values with different typing rules.
+FOLD_KEY = "kaos_fold"
+ATTEMPT_KEY = "kaos_attempt"
 
 
 def mem0_config(settings: MemorySettings) -> dict[str, Any]:
@@ -93,7 +106,10 @@ def mem0_config(settings: MemorySettings) -> dict[str, Any]:
                 "embedding_dims": settings.embedding_dims,
             },
         },
-        "history_db_path": str(settings.mem0_history_path),
+        # External mode keeps no node-local history (see ``history``).
+        "history_db_path": (
+            str(settings.mem0_history_path) if settings.storage == "local" else ":memory:"
+        ),
     }
 
 
@@ -195,6 +211,17 @@ class Mem0LongTermStore:
         from mem0 import Memory
 
         memory = Memory.from_config(mem0_config(self.settings))
+        if self.settings.storage == "external":
+            memory.db.close()
+            memory.db = null_history()
+            # Mem0 builds its pgvector pool without a connection check, so after a
+            # PostgreSQL restart it would hand out dead connections until each failed
+            # once; checking on checkout makes the tier recover by itself.
+            pool = getattr(memory.vector_store, "connection_pool", None)
+            if pool is not None and hasattr(pool, "_check"):
+                from psycopg_pool import ConnectionPool
+
+                pool._check = ConnectionPool.check_connection
         # Bounded model calls: Mem0 builds its OpenAI clients with the library defaults
         # (10 min timeout, 2 retries); the service's executor owns retries instead.
         memory.llm.client = memory.llm.client.with_options(
@@ -248,22 +275,46 @@ class Mem0LongTermStore:
 
     # --- add ------------------------------------------------------------------------------
 
-    async def add(self, turns: list[TurnRow], attribution: Attribution, infer: bool) -> list[str]:
-        return await self._run(self._add_sync, turns, attribution, infer)
+    async def add(
+        self, turns: list[TurnRow], attribution: Attribution, infer: bool, tag: FoldTag
+    ) -> list[str]:
+        return await self._run(self._add_sync, turns, attribution, infer, tag)
 
-    def _add_sync(self, turns: list[TurnRow], attribution: Attribution, infer: bool) -> list[str]:
+    def _add_sync(
+        self, turns: list[TurnRow], attribution: Attribution, infer: bool, tag: FoldTag
+    ) -> list[str]:
         messages = [
             {"role": t.role, "content": t.content} for t in turns if t.role in _EXTRACTED_ROLES
         ]
         if not messages:
             return []
-        result = self.memory.add(
-            messages,
-            **attribution.mem0_ids(),
-            metadata=attribution.mem0_metadata(),
-            infer=infer,
-        )
+        metadata = {
+            **attribution.mem0_metadata(),
+            FOLD_KEY: str(tag.fold_id),
+            ATTEMPT_KEY: str(tag.attempt),
+        }
+        result = self.memory.add(messages, **attribution.mem0_ids(), metadata=metadata, infer=infer)
         return [str(r["id"]) for r in result.get("results", []) if "id" in r]
+
+    async def erase_fold(self, group: str, session: str, fold_id: int) -> int:
+        return await self._run(self._erase_fold_sync, group, session, fold_id)
+
+    def _erase_fold_sync(self, group: str, session: str, fold_id: int) -> int:
+        filters = {
+            GROUP_KEY: group,
+            RUN_KEY: session,
+            "run_id": to_entity_id(session),
+            FOLD_KEY: str(fold_id),
+        }
+        listed = self.memory.vector_store.list(filters=filters, top_k=LIST_SCAN_LIMIT)
+        if listed and isinstance(listed[0], list):
+            listed = listed[0]
+        ids = [
+            str(r.id)
+            for r in listed
+            if r.payload is not None and r.payload.get(FOLD_KEY) == str(fold_id)
+        ]
+        return self._erase_ids_sync(ids) if ids else 0
 
     # --- reads ----------------------------------------------------------------------------
 

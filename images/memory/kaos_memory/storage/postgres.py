@@ -16,7 +16,10 @@ from psycopg_pool import ConnectionPool
 from kaos_memory.storage.relational import Cursor, schema
 
 SCHEMA = schema(
-    identity="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", bigint="BIGINT", boolean="BOOLEAN"
+    identity="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+    bigint="BIGINT",
+    boolean="BOOLEAN",
+    double="DOUBLE PRECISION",
 )
 
 # Serialises concurrent schema creation by several replicas starting at once.
@@ -30,8 +33,15 @@ class PostgresDialect:
         self._pool: ConnectionPool[Any] | None = None
 
     def open(self) -> None:
+        # Checked on checkout: after a PostgreSQL restart the pool's connections are dead,
+        # and without the check every one of them would fail a request before recovery.
         pool: ConnectionPool[Any] = ConnectionPool(
-            self.dsn, min_size=1, max_size=self.threads, open=False, timeout=10.0
+            self.dsn,
+            min_size=1,
+            max_size=self.threads,
+            open=False,
+            timeout=10.0,
+            check=ConnectionPool.check_connection,
         )
         pool.open(wait=True, timeout=30.0)
         self._pool = pool

@@ -14,17 +14,27 @@ Tables (every name prefixed ``kaos_mem_`` so they sit beside Mem0's pgvector tab
 - ``folds``: one row per evicted batch (first/last seq, digest version, digest and
   extraction status), so each evicted turn is covered by exactly one fold.
 - ``attribution``: the erasure/attribution index, one row per (key, principal, agent).
+- ``sessions``: one row per session with its last write, for the idle-session flush.
+- ``leases``: who works on a session's digests or extractions, until when (see below).
+
+The fold row is the outbox: it is written in the same transaction that evicts the turns,
+with its digest and extraction pending, so work a replica had not finished when it died is
+still recorded and any replica can pick it up. Work on one session's digests (and,
+separately, its extractions) is held by a lease row with an expiry that the holder
+renews; a crashed holder's lease lapses and another replica takes over. Finishing an
+extraction is fenced by the lease: a holder that lost its lease cannot mark the fold done.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from kaos_memory.compaction import select_fold
 from kaos_memory.scope import Attribution
@@ -35,7 +45,10 @@ from kaos_memory.storage.base import (
     ErasureSelector,
     Fold,
     FoldPolicy,
+    IdleSession,
+    LeaseKind,
     NewTurn,
+    PendingSession,
     TurnRow,
 )
 
@@ -46,6 +59,10 @@ T = TypeVar("T")
 NONE = ""
 
 TURN_COLUMNS = "seq, role, content, tokens, at, principal, agent, infer"
+# The outbox predicate; the partial index ``kaos_mem_folds_outbox`` has the same one.
+OUTBOX = "(digest_status = 'pending' OR extraction_status = 'pending')"
+
+ExtractionOutcome = Literal["done", "lost", "gone"]
 
 
 class Cursor(Protocol):
@@ -185,6 +202,17 @@ class SqlConversationStore:
                     attribution.agent or NONE,
                 ),
             )
+            # The newest write wins even when an older transaction commits later.
+            cur.execute(
+                q(
+                    "INSERT INTO kaos_mem_sessions (key, grp, session, last_at, flushed)"
+                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO UPDATE SET"
+                    " last_at = CASE WHEN excluded.last_at > kaos_mem_sessions.last_at"
+                    " THEN excluded.last_at ELSE kaos_mem_sessions.last_at END,"
+                    " flushed = excluded.flushed"
+                ),
+                (key, attribution.group, attribution.session, at, False),
+            )
             cur.execute(
                 q(
                     "SELECT COALESCE(SUM(tokens), 0), COUNT(*) FROM kaos_mem_turns"
@@ -244,52 +272,82 @@ class SqlConversationStore:
 
     # --- folding --------------------------------------------------------------------------
 
-    async def claim_fold(self, attribution: Attribution, policy: FoldPolicy) -> Fold | None:
-        return await self._run(self._claim_fold_sync, attribution, policy)
+    async def claim_fold(self, key: str, session: str, policy: FoldPolicy) -> Fold | None:
+        return await self._run(self._claim_fold_sync, key, session, policy)
 
-    def _claim_fold_sync(self, attribution: Attribution, policy: FoldPolicy) -> Fold | None:
-        q = self._db.q
-        key = attribution.key
+    def _claim_fold_sync(self, key: str, session: str, policy: FoldPolicy) -> Fold | None:
         with self._db.transaction() as cur:
             self._db.lock_key(cur, key)
-            cur.execute(
-                q(
-                    "SELECT seq, tokens FROM kaos_mem_turns WHERE key = %s AND folded_by IS NULL"
-                    " ORDER BY seq"
-                ),
-                (key,),
-            )
-            sizes = [(int(s), int(t)) for s, t in cur.fetchall()]
+            sizes = self._unfolded_sizes(cur, key)
             count = select_fold(sizes, policy)
             if count == 0:
                 return None
-            first_seq, last_seq = sizes[0][0], sizes[count - 1][0]
+            return self._insert_fold(cur, key, session, sizes[:count])
+
+    async def flush_session(self, key: str, session: str, idle_since: str) -> Fold | None:
+        return await self._run(self._flush_session_sync, key, session, idle_since)
+
+    def _flush_session_sync(self, key: str, session: str, idle_since: str) -> Fold | None:
+        q = self._db.q
+        with self._db.transaction() as cur:
+            self._db.lock_key(cur, key)
+            cur.execute(q("SELECT last_at FROM kaos_mem_sessions WHERE key = %s"), (key,))
+            row = cur.fetchone()
+            if row is None or row[0] > idle_since:
+                return None  # erased, or written to since the sweep saw it idle
+            cur.execute(q("UPDATE kaos_mem_sessions SET flushed = %s WHERE key = %s"), (True, key))
+            sizes = self._unfolded_sizes(cur, key)
+            if not sizes:
+                return None
+            return self._insert_fold(cur, key, session, sizes)
+
+    def _unfolded_sizes(self, cur: Cursor, key: str) -> list[tuple[int, int]]:
+        cur.execute(
+            self._db.q(
+                "SELECT seq, tokens FROM kaos_mem_turns WHERE key = %s AND folded_by IS NULL"
+                " ORDER BY seq"
+            ),
+            (key,),
+        )
+        return [(int(s), int(t)) for s, t in cur.fetchall()]
+
+    def _insert_fold(
+        self, cur: Cursor, key: str, session: str, sizes: list[tuple[int, int]]
+    ) -> Fold:
+        """Record one fold of exactly the turns ``sizes`` names (the caller holds the key)."""
+        q = self._db.q
+        first_seq, last_seq = sizes[0][0], sizes[-1][0]
+        cur.execute(
+            q(
+                "INSERT INTO kaos_mem_folds (key, session, first_seq, last_seq, turns,"
+                " tokens, digest_status, extraction_status, extraction_attempts, created_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, 'pending', 'pending', 0, %s) RETURNING id"
+            ),
+            (
+                key,
+                session,
+                first_seq,
+                last_seq,
+                len(sizes),
+                sum(t for _, t in sizes),
+                now_iso(),
+            ),
+        )
+        fold_id = int(cur.fetchone()[0])
+        # By the seqs read under the lock, not a range: a turn whose transaction committed
+        # late with a lower seq stays in the window for the next fold instead.
+        for start in range(0, len(sizes), 500):
+            chunk = [s for s, _ in sizes[start : start + 500]]
+            marks = ", ".join("%s" for _ in chunk)
             cur.execute(
                 q(
-                    "INSERT INTO kaos_mem_folds (key, session, first_seq, last_seq, turns,"
-                    " tokens, digest_status, extraction_status, created_at)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, 'pending', 'pending', %s) RETURNING id"
+                    f"UPDATE kaos_mem_turns SET folded_by = %s WHERE key = %s"
+                    f" AND folded_by IS NULL AND seq IN ({marks})"
                 ),
-                (
-                    key,
-                    attribution.session,
-                    first_seq,
-                    last_seq,
-                    count,
-                    sum(t for _, t in sizes[:count]),
-                    now_iso(),
-                ),
+                (fold_id, key, *chunk),
             )
-            fold_id = int(cur.fetchone()[0])
-            cur.execute(
-                q(
-                    "UPDATE kaos_mem_turns SET folded_by = %s WHERE key = %s"
-                    " AND folded_by IS NULL AND seq BETWEEN %s AND %s"
-                ),
-                (fold_id, key, first_seq, last_seq),
-            )
-            turns = self._fold_turns(cur, fold_id)
-        return Fold(id=fold_id, key=key, session=attribution.session, turns=turns)
+        turns = self._fold_turns(cur, fold_id)
+        return Fold(id=fold_id, key=key, session=session, turns=turns)
 
     def _fold_turns(self, cur: Cursor, fold_id: int) -> list[TurnRow]:
         cur.execute(
@@ -300,22 +358,33 @@ class SqlConversationStore:
         )
         return [_turn(r) for r in cur.fetchall()]
 
+    def _folds(self, cur: Cursor, key: str, where: str, limit: int) -> list[Fold]:
+        cur.execute(
+            self._db.q(
+                f"SELECT id, session, extraction_attempts, retry_at FROM kaos_mem_folds"
+                f" WHERE key = %s AND {where} ORDER BY id LIMIT %s"
+            ),
+            (key, limit),
+        )
+        heads = [(int(i), s, int(a), r) for i, s, a, r in cur.fetchall()]
+        return [
+            Fold(
+                id=i,
+                key=key,
+                session=s,
+                turns=self._fold_turns(cur, i),
+                attempts=a,
+                retry_at=None if r is None else float(r),
+            )
+            for i, s, a, r in heads
+        ]
+
     async def pending_digest_folds(self, key: str) -> list[Fold]:
         return await self._run(self._pending_digest_folds_sync, key)
 
     def _pending_digest_folds_sync(self, key: str) -> list[Fold]:
         with self._db.transaction() as cur:
-            cur.execute(
-                self._db.q(
-                    "SELECT id, session FROM kaos_mem_folds WHERE key = %s"
-                    " AND digest_status <> 'done' ORDER BY id"
-                ),
-                (key,),
-            )
-            heads = [(int(i), s) for i, s in cur.fetchall()]
-            return [
-                Fold(id=i, key=key, session=s, turns=self._fold_turns(cur, i)) for i, s in heads
-            ]
+            return self._folds(cur, key, "digest_status = 'pending'", 1_000_000)
 
     async def add_digest(
         self, key: str, summary: str, fold_ids: list[int], retention: int
@@ -333,7 +402,7 @@ class SqlConversationStore:
                 cur.execute(
                     q(
                         "SELECT 1 FROM kaos_mem_folds WHERE id = %s AND key = %s"
-                        " AND digest_status <> 'done'"
+                        " AND digest_status = 'pending'"
                     ),
                     (fold_id, key),
                 )
@@ -363,16 +432,179 @@ class SqlConversationStore:
             )
         return version
 
-    async def set_extraction(self, fold_id: int, status: str) -> bool:
-        return await self._run(self._set_extraction_sync, fold_id, status)
+    # --- extraction (fenced by the session's extract lease) --------------------------------
 
-    def _set_extraction_sync(self, fold_id: int, status: str) -> bool:
+    async def next_extraction(self, key: str) -> Fold | None:
+        return await self._run(self._next_extraction_sync, key)
+
+    def _next_extraction_sync(self, key: str) -> Fold | None:
+        with self._db.transaction() as cur:
+            folds = self._folds(cur, key, "extraction_status = 'pending'", 1)
+        return folds[0] if folds else None
+
+    async def begin_extraction(self, fold: Fold, owner: str) -> int | None:
+        return await self._run(self._begin_extraction_sync, fold, owner)
+
+    def _begin_extraction_sync(self, fold: Fold, owner: str) -> int | None:
+        """Count one more attempt at the fold's extraction; its number, or None when the
+        lease is no longer ``owner``'s or the fold is no longer pending."""
+        q = self._db.q
+        with self._db.transaction() as cur:
+            self._db.lock_key(cur, fold.key)
+            if not self._holds(cur, fold.key, "extract", owner):
+                return None
+            cur.execute(
+                q(
+                    "UPDATE kaos_mem_folds SET extraction_attempts = extraction_attempts + 1"
+                    " WHERE id = %s AND extraction_status = 'pending'"
+                ),
+                (fold.id,),
+            )
+            if cur.rowcount < 1:
+                return None
+            cur.execute(
+                q("SELECT extraction_attempts FROM kaos_mem_folds WHERE id = %s"), (fold.id,)
+            )
+            return int(cur.fetchone()[0])
+
+    async def finish_extraction(
+        self, fold: Fold, owner: str, status: Literal["done", "failed"]
+    ) -> ExtractionOutcome:
+        return await self._run(self._finish_extraction_sync, fold, owner, status)
+
+    def _finish_extraction_sync(
+        self, fold: Fold, owner: str, status: Literal["done", "failed"]
+    ) -> ExtractionOutcome:
+        q = self._db.q
+        with self._db.transaction() as cur:
+            self._db.lock_key(cur, fold.key)
+            cur.execute(q("SELECT 1 FROM kaos_mem_folds WHERE id = %s"), (fold.id,))
+            if cur.fetchone() is None:
+                return "gone"
+            if not self._holds(cur, fold.key, "extract", owner):
+                return "lost"
+            cur.execute(
+                q(
+                    "UPDATE kaos_mem_folds SET extraction_status = %s, extracted_at = %s"
+                    " WHERE id = %s AND extraction_status = 'pending'"
+                ),
+                (status, now_iso(), fold.id),
+            )
+            return "done" if cur.rowcount > 0 else "lost"
+
+    async def defer_extraction(self, fold: Fold, retry_at: float) -> None:
+        await self._run(self._defer_extraction_sync, fold, retry_at)
+
+    def _defer_extraction_sync(self, fold: Fold, retry_at: float) -> None:
         with self._db.transaction() as cur:
             cur.execute(
-                self._db.q("UPDATE kaos_mem_folds SET extraction_status = %s WHERE id = %s"),
-                (status, fold_id),
+                self._db.q("UPDATE kaos_mem_folds SET retry_at = %s WHERE id = %s"),
+                (retry_at, fold.id),
+            )
+
+    # --- leases -----------------------------------------------------------------------------
+
+    def _holds(self, cur: Cursor, key: str, kind: LeaseKind, owner: str) -> bool:
+        cur.execute(
+            self._db.q("SELECT 1 FROM kaos_mem_leases WHERE key = %s AND kind = %s AND owner = %s"),
+            (key, kind, owner),
+        )
+        return cur.fetchone() is not None
+
+    async def acquire_lease(self, key: str, kind: LeaseKind, owner: str, ttl: float) -> bool:
+        return await self._run(self._acquire_lease_sync, key, kind, owner, ttl)
+
+    def _acquire_lease_sync(self, key: str, kind: LeaseKind, owner: str, ttl: float) -> bool:
+        now = time.time()
+        with self._db.transaction() as cur:
+            cur.execute(
+                self._db.q(
+                    "INSERT INTO kaos_mem_leases (key, kind, owner, expires)"
+                    " VALUES (%s, %s, %s, %s) ON CONFLICT (key, kind) DO UPDATE SET"
+                    " owner = excluded.owner, expires = excluded.expires"
+                    " WHERE kaos_mem_leases.expires < %s OR kaos_mem_leases.owner = excluded.owner"
+                ),
+                (key, kind, owner, now + ttl, now),
             )
             return cur.rowcount > 0
+
+    async def renew_lease(self, key: str, kind: LeaseKind, owner: str, ttl: float) -> bool:
+        return await self._run(self._renew_lease_sync, key, kind, owner, ttl)
+
+    def _renew_lease_sync(self, key: str, kind: LeaseKind, owner: str, ttl: float) -> bool:
+        with self._db.transaction() as cur:
+            cur.execute(
+                self._db.q(
+                    "UPDATE kaos_mem_leases SET expires = %s"
+                    " WHERE key = %s AND kind = %s AND owner = %s"
+                ),
+                (time.time() + ttl, key, kind, owner),
+            )
+            return cur.rowcount > 0
+
+    async def release_lease(self, key: str, kind: LeaseKind, owner: str) -> None:
+        await self._run(self._release_lease_sync, key, kind, owner)
+
+    def _release_lease_sync(self, key: str, kind: LeaseKind, owner: str) -> None:
+        with self._db.transaction() as cur:
+            cur.execute(
+                self._db.q(
+                    "DELETE FROM kaos_mem_leases WHERE key = %s AND kind = %s AND owner = %s"
+                ),
+                (key, kind, owner),
+            )
+
+    async def release_all_leases(self) -> int:
+        """Drop every lease: only for a single-writer store whose previous process is gone."""
+        return await self._run(self._release_all_leases_sync)
+
+    def _release_all_leases_sync(self) -> int:
+        with self._db.transaction() as cur:
+            cur.execute("DELETE FROM kaos_mem_leases")
+            return max(cur.rowcount, 0)
+
+    # --- the sweeper's queries ----------------------------------------------------------------
+
+    async def outbox(self, limit: int) -> list[PendingSession]:
+        return await self._run(self._outbox_sync, limit)
+
+    def _outbox_sync(self, limit: int) -> list[PendingSession]:
+        """Sessions with pending fold work that is due and not leased, oldest work first."""
+        now = time.time()
+        with self._db.transaction() as cur:
+            cur.execute(
+                self._db.q(
+                    f"SELECT f.key, MIN(f.session), MIN(f.id) FROM kaos_mem_folds f"
+                    f" WHERE {OUTBOX} AND (f.digest_status = 'pending' OR f.retry_at IS NULL"
+                    f" OR f.retry_at <= %s) AND NOT EXISTS (SELECT 1 FROM kaos_mem_leases l"
+                    f" WHERE l.key = f.key AND l.expires >= %s)"
+                    f" GROUP BY f.key ORDER BY MIN(f.id) LIMIT %s"
+                ),
+                (now, now, limit),
+            )
+            return [PendingSession(key=k, session=s) for k, s, _ in cur.fetchall()]
+
+    async def outbox_depth(self) -> int:
+        return await self._run(self._outbox_depth_sync)
+
+    def _outbox_depth_sync(self) -> int:
+        with self._db.transaction() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM kaos_mem_folds WHERE {OUTBOX}")
+            return int(cur.fetchone()[0])
+
+    async def idle_sessions(self, idle_since: str, limit: int) -> list[IdleSession]:
+        return await self._run(self._idle_sessions_sync, idle_since, limit)
+
+    def _idle_sessions_sync(self, idle_since: str, limit: int) -> list[IdleSession]:
+        with self._db.transaction() as cur:
+            cur.execute(
+                self._db.q(
+                    "SELECT key, session, last_at FROM kaos_mem_sessions"
+                    " WHERE flushed = %s AND last_at <= %s ORDER BY last_at LIMIT %s"
+                ),
+                (False, idle_since, limit),
+            )
+            return [IdleSession(key=k, session=s, last_at=a) for k, s, a in cur.fetchall()]
 
     # --- erasure --------------------------------------------------------------------------
 
@@ -406,6 +638,8 @@ class SqlConversationStore:
                 digests += max(cur.rowcount, 0)
                 cur.execute(q("DELETE FROM kaos_mem_folds WHERE key = %s"), (key,))
                 cur.execute(q("DELETE FROM kaos_mem_attribution WHERE key = %s"), (key,))
+                cur.execute(q("DELETE FROM kaos_mem_sessions WHERE key = %s"), (key,))
+                cur.execute(q("DELETE FROM kaos_mem_leases WHERE key = %s"), (key,))
         return Erased(turns=turns, digests=digests)
 
 
@@ -443,9 +677,13 @@ _SCHEMA_TEMPLATE = [
         digest_version INTEGER,
         digest_status TEXT NOT NULL,
         extraction_status TEXT NOT NULL,
-        created_at TEXT NOT NULL
+        extraction_attempts INTEGER NOT NULL,
+        retry_at {double},
+        created_at TEXT NOT NULL,
+        extracted_at TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS kaos_mem_folds_key ON kaos_mem_folds (key, digest_status)",
+    f"CREATE INDEX IF NOT EXISTS kaos_mem_folds_outbox ON kaos_mem_folds (id) WHERE {OUTBOX}",
     """CREATE TABLE IF NOT EXISTS kaos_mem_attribution (
         key TEXT NOT NULL,
         grp TEXT NOT NULL,
@@ -456,12 +694,31 @@ _SCHEMA_TEMPLATE = [
     )""",
     "CREATE INDEX IF NOT EXISTS kaos_mem_attr_principal ON kaos_mem_attribution (grp, principal)",
     "CREATE INDEX IF NOT EXISTS kaos_mem_attr_agent ON kaos_mem_attribution (grp, agent)",
+    """CREATE TABLE IF NOT EXISTS kaos_mem_sessions (
+        key TEXT PRIMARY KEY,
+        grp TEXT NOT NULL,
+        session TEXT NOT NULL,
+        last_at TEXT NOT NULL,
+        flushed {boolean} NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS kaos_mem_sessions_idle ON kaos_mem_sessions (flushed, last_at)",
+    """CREATE TABLE IF NOT EXISTS kaos_mem_leases (
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        expires {double} NOT NULL,
+        PRIMARY KEY (key, kind)
+    )""",
 ]
 
 
-def schema(*, identity: str, bigint: str, boolean: str) -> list[str]:
-    """The conversational tiers' DDL with a dialect's identity, big-integer and boolean types."""
-    return [
-        s.replace("{identity}", identity).replace("{bigint}", bigint).replace("{boolean}", boolean)
-        for s in _SCHEMA_TEMPLATE
-    ]
+def schema(*, identity: str, bigint: str, boolean: str, double: str) -> list[str]:
+    """The conversational tiers' DDL with a dialect's identity, big-integer, boolean and
+    floating-point types."""
+    types = {"{identity}": identity, "{bigint}": bigint, "{boolean}": boolean, "{double}": double}
+    out = []
+    for stmt in _SCHEMA_TEMPLATE:
+        for mark, sql_type in types.items():
+            stmt = stmt.replace(mark, sql_type)
+        out.append(stmt)
+    return out

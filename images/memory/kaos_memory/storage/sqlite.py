@@ -14,7 +14,9 @@ from pathlib import Path
 
 from kaos_memory.storage.relational import Cursor, schema
 
-SCHEMA = schema(identity="INTEGER PRIMARY KEY AUTOINCREMENT", bigint="INTEGER", boolean="INTEGER")
+SCHEMA = schema(
+    identity="INTEGER PRIMARY KEY AUTOINCREMENT", bigint="INTEGER", boolean="INTEGER", double="REAL"
+)
 
 
 class SqliteDialect:

@@ -1,0 +1,88 @@
+"""The periodic sweep of every replica: the outbox, and sessions gone idle.
+
+Each replica sweeps on its own (with jitter, so replicas started together do not sweep in
+step); leases in the database decide who does each piece of work, so sweeps on several
+replicas never double it. A sweep
+
+- schedules consolidation of sessions with pending fold work that nobody holds a lease
+  on: work a dead replica left, work whose retries were exhausted, and work queued while
+  another job held the lease (at-least-once delivery of the outbox);
+- when the idle flush is on, schedules a flush of sessions nobody wrote to for
+  ``KAOS_MEMORY_IDLE_FLUSH_SECONDS`` whose window still holds turns, so a conversation
+  too short to cross the fold trigger still reaches the digest and long-term memory;
+- records the store's outbox depth.
+
+It only takes as much as the executor has room for, leaving the rest for the next sweep
+(or another replica).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from datetime import UTC, datetime, timedelta
+
+from kaos_memory.executor import BackgroundExecutor
+from kaos_memory.folding import Folder
+from kaos_memory.metrics import MemoryMetrics
+from kaos_memory.storage.base import ConversationStore
+
+log = logging.getLogger(__name__)
+
+
+class Sweeper:
+    def __init__(
+        self,
+        *,
+        conversation: ConversationStore,
+        folder: Folder,
+        executor: BackgroundExecutor,
+        metrics: MemoryMetrics,
+        interval: float,
+        idle_flush_seconds: float,
+    ) -> None:
+        self.conversation = conversation
+        self.folder = folder
+        self.executor = executor
+        self.metrics = metrics
+        self.interval = interval
+        self.idle_flush_seconds = idle_flush_seconds
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="kaos-memory-sweeper")
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+
+    async def _loop(self) -> None:
+        # The first sweep runs at once: work a previous process of this replica left.
+        while True:
+            try:
+                await self.sweep()
+            except Exception:
+                log.warning("sweep failed", exc_info=True)
+            await asyncio.sleep(self.interval * random.uniform(0.8, 1.2))
+
+    async def sweep(self) -> None:
+        room = self.executor.room()
+        if room > 0:
+            for pending in await self.conversation.outbox(room):
+                if not self.folder.schedule(pending.key, pending.session, cause="outbox"):
+                    break
+        room = self.executor.room()
+        if self.idle_flush_seconds > 0 and room > 0:
+            cutoff = datetime.now(UTC) - timedelta(seconds=self.idle_flush_seconds)
+            idle_since = cutoff.isoformat(timespec="microseconds")
+            for idle in await self.conversation.idle_sessions(idle_since, room):
+                if not self.folder.schedule_flush(idle.key, idle.session, idle.last_at):
+                    break
+        self.metrics.outbox_depth.set(await self.conversation.outbox_depth())
+        self.metrics.sweeps.inc()
