@@ -58,7 +58,7 @@ class MemoryDb:
     def folds(self) -> list[dict[str, Any]]:
         rows = self.relational(
             "SELECT id, key, first_seq, last_seq, turns, digest_version, digest_status,"
-            " extraction_status FROM kaos_mem_folds ORDER BY id"
+            " extraction_status, extraction_attempts FROM kaos_mem_folds ORDER BY id"
         )
         cols = (
             "id",
@@ -69,7 +69,24 @@ class MemoryDb:
             "digest_version",
             "digest_status",
             "extraction_status",
+            "extraction_attempts",
         )
+        return [dict(zip(cols, r, strict=True)) for r in rows]
+
+    def leases(self) -> list[dict[str, Any]]:
+        rows = self.relational("SELECT key, kind, owner, expires FROM kaos_mem_leases")
+        return [dict(zip(("key", "kind", "owner", "expires"), r, strict=True)) for r in rows]
+
+    def outbox_depth(self) -> int:
+        rows = self.relational(
+            "SELECT COUNT(*) FROM kaos_mem_folds"
+            " WHERE digest_status = 'pending' OR extraction_status = 'pending'"
+        )
+        return int(rows[0][0]) if rows else 0
+
+    def sessions(self) -> list[dict[str, Any]]:
+        rows = self.relational("SELECT key, session, last_at, flushed FROM kaos_mem_sessions")
+        cols = ("key", "session", "last_at", "flushed")
         return [dict(zip(cols, r, strict=True)) for r in rows]
 
     def attribution(self) -> list[dict[str, Any]]:

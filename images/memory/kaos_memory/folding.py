@@ -1,9 +1,9 @@
 """Consolidation in the background: fold the oldest turns into a digest, extract them to Mem0.
 
-A write that leaves a session's unfolded turns past the fold trigger schedules one job for
-that session (at most one queued per session and replica). The job claims a fold in one
-transaction (the oldest turns get ``folded_by``, and the fold row is the outbox entry of
-its digest and extraction), then works the session's outbox in two independent steps:
+A write that takes a session's unfolded turns past the fold trigger records a fold in its
+own transaction (the oldest turns get ``folded_by``; the fold row is the outbox entry of
+their digest and extraction) and schedules one job for that session (at most one queued
+per session and replica). The job works the session's outbox in two independent steps:
 
 - digest: under the session's ``digest`` lease, every pending fold goes into the next
   digest version (one model call for however many folds are pending);
@@ -132,9 +132,8 @@ class Folder:
     async def _consolidate(self, key: str, session: str, idle_since: str | None) -> None:
         # Writes after this point may queue the next consolidation of the session.
         self._queued.discard(key)
-        if idle_since is None:
-            fold = await self.conversation.claim_fold(key, session, self.policy.fold)
-        else:
+        fold = None
+        if idle_since is not None:
             fold = await self.conversation.flush_session(key, session, idle_since)
         if fold is not None:
             log.info(

@@ -39,7 +39,7 @@ from kaos_core.memory.contract import (
 )
 from kaos_core.memory.identity import Identity
 
-from kaos_memory.compaction import count_tokens, needs_fold, window
+from kaos_memory.compaction import count_tokens, window
 from kaos_memory.folding import Folder
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import (
@@ -143,8 +143,10 @@ class MemoryService:
             await self._check_writable()
         turns = [NewTurn(t.role, t.content, count_tokens(t.content)) for t in req.turns]
         try:
-            stats = await self._timed(
-                "short_term", "append", self.conversation.append(attribution, turns, req.infer)
+            appended = await self._timed(
+                "short_term",
+                "append",
+                self.conversation.append(attribution, turns, req.infer, self.policy),
             )
         except Exception as exc:
             log.error("window append failed", exc_info=True)
@@ -153,7 +155,9 @@ class MemoryService:
                 raise StrictFailure(f"the window store failed: {type(exc).__name__}") from exc
             return WriteResponse(accepted=0, scheduled=False, degraded=True), 200
         scheduled = degraded = False
-        if needs_fold(stats.tokens, stats.events, self.policy):
+        if appended.fold_id is not None:
+            # The fold is durable in the outbox already; a full queue only delays it to
+            # the next sweep, which the answer reports as degraded.
             scheduled = self.folder.schedule(attribution.key, attribution.session)
             degraded = not scheduled
         response = WriteResponse(accepted=len(turns), scheduled=scheduled, degraded=degraded)

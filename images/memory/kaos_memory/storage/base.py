@@ -46,6 +46,14 @@ class ActiveStats:
 
 
 @dataclass(frozen=True)
+class Appended:
+    """What a write did: the window's size after it, and the fold it recorded, if any."""
+
+    stats: ActiveStats
+    fold_id: int | None
+
+
+@dataclass(frozen=True)
 class Digest:
     version: int
     summary: str
@@ -123,9 +131,11 @@ class ConversationStore(Protocol):
     async def ping(self) -> None: ...
 
     async def append(
-        self, attribution: Attribution, turns: list[NewTurn], infer: bool
-    ) -> ActiveStats:
-        """Insert turns and their attribution index row in one transaction."""
+        self, attribution: Attribution, turns: list[NewTurn], infer: bool, policy: FoldPolicy
+    ) -> Appended:
+        """Insert turns and their attribution index row in one transaction; when they take
+        the window past the fold trigger, record the fold (evict the oldest turns into the
+        outbox) in that same transaction."""
         ...
 
     async def window_rows(self, key: str, limit: int) -> list[TurnRow]:

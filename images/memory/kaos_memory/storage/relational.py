@@ -36,10 +36,11 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, TypeVar
 
-from kaos_memory.compaction import select_fold
+from kaos_memory.compaction import needs_fold, select_fold
 from kaos_memory.scope import Attribution
 from kaos_memory.storage.base import (
     ActiveStats,
+    Appended,
     Digest,
     Erased,
     ErasureSelector,
@@ -161,17 +162,31 @@ class SqlConversationStore:
     # --- writes ---------------------------------------------------------------------------
 
     async def append(
-        self, attribution: Attribution, turns: list[NewTurn], infer: bool
-    ) -> ActiveStats:
-        return await self._run(self._append_sync, attribution, turns, infer)
+        self, attribution: Attribution, turns: list[NewTurn], infer: bool, policy: FoldPolicy
+    ) -> Appended:
+        return await self._run(self._append_sync, attribution, turns, infer, policy)
 
     def _append_sync(
-        self, attribution: Attribution, turns: list[NewTurn], infer: bool
-    ) -> ActiveStats:
+        self, attribution: Attribution, turns: list[NewTurn], infer: bool, policy: FoldPolicy
+    ) -> Appended:
         q = self._db.q
         key = attribution.key
         at = now_iso()
         with self._db.transaction() as cur:
+            # The session row first: it serialises writers of one session, and every
+            # transaction that also takes the key's lock takes this row before it, so the
+            # two locks are always taken in the same order (no deadlock with a flush).
+            # The newest write wins even when an older transaction commits later.
+            cur.execute(
+                q(
+                    "INSERT INTO kaos_mem_sessions (key, grp, session, last_at, flushed)"
+                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO UPDATE SET"
+                    " last_at = CASE WHEN excluded.last_at > kaos_mem_sessions.last_at"
+                    " THEN excluded.last_at ELSE kaos_mem_sessions.last_at END,"
+                    " flushed = excluded.flushed"
+                ),
+                (key, attribution.group, attribution.session, at, False),
+            )
             for turn in turns:
                 cur.execute(
                     q(
@@ -202,17 +217,6 @@ class SqlConversationStore:
                     attribution.agent or NONE,
                 ),
             )
-            # The newest write wins even when an older transaction commits later.
-            cur.execute(
-                q(
-                    "INSERT INTO kaos_mem_sessions (key, grp, session, last_at, flushed)"
-                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (key) DO UPDATE SET"
-                    " last_at = CASE WHEN excluded.last_at > kaos_mem_sessions.last_at"
-                    " THEN excluded.last_at ELSE kaos_mem_sessions.last_at END,"
-                    " flushed = excluded.flushed"
-                ),
-                (key, attribution.group, attribution.session, at, False),
-            )
             cur.execute(
                 q(
                     "SELECT COALESCE(SUM(tokens), 0), COUNT(*) FROM kaos_mem_turns"
@@ -221,7 +225,17 @@ class SqlConversationStore:
                 (key,),
             )
             tokens, events = cur.fetchone()
-        return ActiveStats(tokens=int(tokens), events=int(events))
+            stats = ActiveStats(tokens=int(tokens), events=int(events))
+            fold_id = None
+            if needs_fold(stats.tokens, stats.events, policy):
+                # The eviction and its outbox entry commit with the write that caused them:
+                # a crash after this answer cannot lose the fold's digest or extraction.
+                self._db.lock_key(cur, key)
+                sizes = self._unfolded_sizes(cur, key)
+                count = select_fold(sizes, policy)
+                if count:
+                    fold_id = self._insert_fold(cur, key, attribution.session, sizes[:count])
+        return Appended(stats=stats, fold_id=fold_id)
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -282,24 +296,29 @@ class SqlConversationStore:
             count = select_fold(sizes, policy)
             if count == 0:
                 return None
-            return self._insert_fold(cur, key, session, sizes[:count])
+            fold_id = self._insert_fold(cur, key, session, sizes[:count])
+            return Fold(id=fold_id, key=key, session=session, turns=self._fold_turns(cur, fold_id))
 
     async def flush_session(self, key: str, session: str, idle_since: str) -> Fold | None:
         return await self._run(self._flush_session_sync, key, session, idle_since)
 
     def _flush_session_sync(self, key: str, session: str, idle_since: str) -> Fold | None:
-        q = self._db.q
         with self._db.transaction() as cur:
-            self._db.lock_key(cur, key)
-            cur.execute(q("SELECT last_at FROM kaos_mem_sessions WHERE key = %s"), (key,))
-            row = cur.fetchone()
-            if row is None or row[0] > idle_since:
+            # Session row, then key lock: the order every writer takes them in.
+            cur.execute(
+                self._db.q(
+                    "UPDATE kaos_mem_sessions SET flushed = %s WHERE key = %s AND last_at <= %s"
+                ),
+                (True, key, idle_since),
+            )
+            if cur.rowcount < 1:
                 return None  # erased, or written to since the sweep saw it idle
-            cur.execute(q("UPDATE kaos_mem_sessions SET flushed = %s WHERE key = %s"), (True, key))
+            self._db.lock_key(cur, key)
             sizes = self._unfolded_sizes(cur, key)
             if not sizes:
                 return None
-            return self._insert_fold(cur, key, session, sizes)
+            fold_id = self._insert_fold(cur, key, session, sizes)
+            return Fold(id=fold_id, key=key, session=session, turns=self._fold_turns(cur, fold_id))
 
     def _unfolded_sizes(self, cur: Cursor, key: str) -> list[tuple[int, int]]:
         cur.execute(
@@ -313,7 +332,7 @@ class SqlConversationStore:
 
     def _insert_fold(
         self, cur: Cursor, key: str, session: str, sizes: list[tuple[int, int]]
-    ) -> Fold:
+    ) -> int:
         """Record one fold of exactly the turns ``sizes`` names (the caller holds the key)."""
         q = self._db.q
         first_seq, last_seq = sizes[0][0], sizes[-1][0]
@@ -346,8 +365,7 @@ class SqlConversationStore:
                 ),
                 (fold_id, key, *chunk),
             )
-        turns = self._fold_turns(cur, fold_id)
-        return Fold(id=fold_id, key=key, session=session, turns=turns)
+        return fold_id
 
     def _fold_turns(self, cur: Cursor, fold_id: int) -> list[TurnRow]:
         cur.execute(
@@ -631,6 +649,8 @@ class SqlConversationStore:
                 keys = [r[0] for r in cur.fetchall()]
             turns = digests = 0
             for key in keys:
+                # Session row, then key lock: the order every writer takes them in.
+                cur.execute(q("DELETE FROM kaos_mem_sessions WHERE key = %s"), (key,))
                 self._db.lock_key(cur, key)
                 cur.execute(q("DELETE FROM kaos_mem_turns WHERE key = %s"), (key,))
                 turns += max(cur.rowcount, 0)
@@ -638,7 +658,6 @@ class SqlConversationStore:
                 digests += max(cur.rowcount, 0)
                 cur.execute(q("DELETE FROM kaos_mem_folds WHERE key = %s"), (key,))
                 cur.execute(q("DELETE FROM kaos_mem_attribution WHERE key = %s"), (key,))
-                cur.execute(q("DELETE FROM kaos_mem_sessions WHERE key = %s"), (key,))
                 cur.execute(q("DELETE FROM kaos_mem_leases WHERE key = %s"), (key,))
         return Erased(turns=turns, digests=digests)
 

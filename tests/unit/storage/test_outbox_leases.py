@@ -1,0 +1,164 @@
+"""The conversational store's outbox, leases and idle-session queries, on both backends.
+
+Driven through ``SqlConversationStore`` directly (SQLite file / a fresh PostgreSQL
+database): the rules several replicas rely on, checked one by one. Expiry is exercised
+with leases granted already expired (a negative time to live), so no test waits on a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from kaos_memory.scope import Attribution
+from kaos_memory.storage.base import FoldPolicy, NewTurn
+from kaos_memory.storage.relational import SqlConversationStore, now_iso
+
+POLICY = FoldPolicy(trigger_tokens=30, target_tokens=10, max_events=100)
+# Writes that never fold on their own, so a test claims folds when it wants them.
+NO_FOLD = FoldPolicy(trigger_tokens=10_000, target_tokens=10, max_events=10_000)
+WHO = Attribution(group="g", session="s1", principal="alice", agent="kaos://agent/a/b")
+
+
+@pytest.fixture(params=["local", pytest.param("external", marks=pytest.mark.postgres)])
+async def store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[SqlConversationStore]:
+    if request.param == "local":
+        from kaos_memory.storage.sqlite import SqliteDialect
+
+        s = SqlConversationStore(SqliteDialect(tmp_path / "conversation.sqlite3"))
+    else:
+        from kaos_memory.storage.postgres import PostgresDialect
+
+        dsn = request.getfixturevalue("pg_dsn")
+        s = SqlConversationStore(PostgresDialect(dsn, pool_size=2))
+    await s.start()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+async def write(store: SqlConversationStore, n: int, who: Attribution = WHO) -> None:
+    turns = [NewTurn("user", f"turn {i}", 10) for i in range(n)]
+    await store.append(who, turns, True, NO_FOLD)
+
+
+async def test_the_write_that_crosses_the_trigger_records_the_fold(
+    store: SqlConversationStore,
+) -> None:
+    turns = [NewTurn("user", f"turn {i}", 10) for i in range(3)]
+    first = await store.append(WHO, turns, True, POLICY)
+    assert first.fold_id is None and first.stats.tokens == 30
+    second = await store.append(WHO, turns[:1], True, POLICY)
+    assert second.fold_id is not None, "40 tokens > 30: this write evicts"
+    assert second.stats.tokens == 40, "the stats are the window the write saw"
+    assert [r.content for r in await store.window_rows(WHO.key, 10)] == ["turn 0"]
+    assert await store.outbox_depth() == 1
+    fold = await store.next_extraction(WHO.key)
+    assert fold is not None and fold.id == second.fold_id
+    assert [t.content for t in fold.turns] == ["turn 0", "turn 1", "turn 2"]
+
+
+async def test_a_lease_has_one_holder_until_it_lapses(store: SqlConversationStore) -> None:
+    assert await store.acquire_lease("k", "extract", "a", 60)
+    assert not await store.acquire_lease("k", "extract", "b", 60)
+    assert await store.acquire_lease("k", "digest", "b", 60), "kinds are independent"
+    assert await store.acquire_lease("k", "extract", "a", 60), "the holder may re-acquire"
+    assert await store.renew_lease("k", "extract", "a", 60)
+    assert not await store.renew_lease("k", "extract", "b", 60)
+
+    assert await store.acquire_lease("k2", "extract", "a", -1)  # granted already lapsed
+    assert await store.acquire_lease("k2", "extract", "b", 60), "a lapsed lease is taken over"
+    assert not await store.renew_lease("k2", "extract", "a", 60), "the old holder lost it"
+
+    await store.release_lease("k", "extract", "b")  # not b's: nothing happens
+    assert not await store.acquire_lease("k", "extract", "b", 60)
+    await store.release_lease("k", "extract", "a")
+    assert await store.acquire_lease("k", "extract", "b", 60)
+
+
+async def test_extraction_is_fenced_by_the_lease(store: SqlConversationStore) -> None:
+    await write(store, 5)
+    fold = await store.claim_fold(WHO.key, WHO.session, POLICY)
+    assert fold is not None and len(fold.turns) == 4
+    assert (await store.next_extraction(WHO.key)) == fold
+
+    assert await store.begin_extraction(fold, "a") is None, "no lease, no attempt"
+    assert await store.acquire_lease(WHO.key, "extract", "a", -1)
+    assert await store.begin_extraction(fold, "a") == 1
+    # a stalls past its lease; b takes the session over and redoes the fold.
+    assert await store.acquire_lease(WHO.key, "extract", "b", 60)
+    assert await store.finish_extraction(fold, "a", "done") == "lost"
+    assert await store.begin_extraction(fold, "b") == 2
+    assert await store.finish_extraction(fold, "b", "done") == "done"
+    assert await store.next_extraction(WHO.key) is None
+    assert await store.begin_extraction(fold, "b") is None, "a done fold is not redone"
+    assert await store.finish_extraction(fold, "b", "done") == "lost"
+
+
+async def test_erasure_voids_the_outbox_and_the_leases(store: SqlConversationStore) -> None:
+    await write(store, 5)
+    fold = await store.claim_fold(WHO.key, WHO.session, POLICY)
+    assert fold is not None
+    assert await store.acquire_lease(WHO.key, "extract", "a", 60)
+    assert await store.begin_extraction(fold, "a") == 1
+    from kaos_memory.storage.base import ErasureSelector
+
+    await store.erase(ErasureSelector(group="g", key=WHO.key))
+    assert await store.finish_extraction(fold, "a", "done") == "gone"
+    assert await store.outbox_depth() == 0
+    assert await store.acquire_lease(WHO.key, "extract", "b", 60), "erasure dropped the lease"
+
+
+async def test_outbox_lists_pending_sessions_nobody_holds(store: SqlConversationStore) -> None:
+    other = Attribution(group="g", session="s2", principal="bob", agent=None)
+    await write(store, 5)
+    await write(store, 5, other)
+    assert await store.claim_fold(WHO.key, WHO.session, POLICY) is not None
+    assert await store.claim_fold(other.key, other.session, POLICY) is not None
+    assert await store.outbox_depth() == 2
+    assert {p.key for p in await store.outbox(10)} == {WHO.key, other.key}
+    assert [p.session for p in await store.outbox(1)] == ["s1"], "oldest work first"
+
+    assert await store.acquire_lease(WHO.key, "digest", "a", 60)
+    assert {p.key for p in await store.outbox(10)} == {other.key}, "held sessions are skipped"
+    assert await store.acquire_lease(WHO.key, "digest", "a", -1)  # its holder died
+    assert {p.key for p in await store.outbox(10)} == {WHO.key, other.key}
+
+    # A failing extraction backs off: not listed again before its retry time.
+    fold = await store.next_extraction(other.key)
+    assert fold is not None
+    digests = await store.pending_digest_folds(other.key)
+    assert await store.add_digest(other.key, "digest", [f.id for f in digests], 5) == 1
+    await store.defer_extraction(fold, 4_000_000_000.0)
+    assert {p.key for p in await store.outbox(10)} == {WHO.key}
+    await store.defer_extraction(fold, 1.0)
+    assert {p.key for p in await store.outbox(10)} == {WHO.key, other.key}
+
+
+async def test_idle_sessions_and_their_flush(store: SqlConversationStore) -> None:
+    await write(store, 2)  # below the trigger: nothing folds on its own
+    assert await store.claim_fold(WHO.key, WHO.session, POLICY) is None
+    assert await store.idle_sessions("2000-01-01T00:00:00+00:00", 10) == []
+    [idle] = await store.idle_sessions(now_iso(), 10)
+    assert (idle.key, idle.session) == (WHO.key, WHO.session)
+
+    # A write after the sweep saw it idle: the flush does nothing.
+    await write(store, 1)
+    assert await store.flush_session(WHO.key, WHO.session, idle.last_at) is None
+    [idle] = await store.idle_sessions(now_iso(), 10)
+    fold = await store.flush_session(WHO.key, WHO.session, idle.last_at)
+    assert fold is not None and len(fold.turns) == 3, "the whole window is folded"
+    assert await store.window_rows(WHO.key, 10) == []
+    assert await store.idle_sessions(now_iso(), 10) == [], "flushed until the next write"
+    await write(store, 1)
+    assert [i.key for i in await store.idle_sessions(now_iso(), 10)] == [WHO.key]
+
+
+async def test_local_restart_voids_leftover_leases(store: SqlConversationStore) -> None:
+    assert await store.acquire_lease("k", "extract", "dead-process", 3600)
+    assert await store.release_all_leases() == 1
+    assert await store.acquire_lease("k", "extract", "new-process", 60)
