@@ -1,145 +1,332 @@
-"""The main job (`make run`): the local stack on embedded defaults and a scripted conversation.
+"""The main job (`make run`): the whole KAOS stack on loopback and a scripted conversation.
 
-Starts the development model server and a memory service in local mode (SQLite + embedded
-Chroma in a temporary data dir) on loopback, then plays a conversation through the memory
-contract that shows the tiers at work: the short-term window within a session, a digest
+Starts the development model server, the MCPServer, the MemoryStore's memory service
+(local mode: SQLite + embedded Chroma in a temporary data dir; ``--external``: PostgreSQL
++ pgvector from ``hack/postgres``, a fresh database) and the two Agents of ``samples/``,
+each with exactly the environment the operator's desired-state functions produce for its
+resource (``tests/support/localstack.py`` says what differs from a cluster, and prints
+it). Then it plays a conversation through the agents' OpenAI-compatible API that shows
+the short-term window replayed within a session, a tool call, a delegation, a digest
 after folding, a long-term fact recalled in a new session, isolation between two
-principals, and a forget. Prints a transcript and a summary table, stops everything, and
-exits 0 (non-zero when a step does not show what it should).
+principals and a forget. It prints a transcript and a table of what each tier held,
+stops everything and exits 0; a step that does not show what it should exits 1 naming
+the step, a stack that cannot start exits 2.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kaos_core.memory.client import MemoryServiceClient
+import aiohttp
+from kaos_agent.memory.remote import FACTS_HEADER
 
-from tests.support.procs import console_script, free_port, start_service
+from tests.support.localstack import (
+    DELEGATED_MESSAGE,
+    SCRIPT,
+    WORD_COUNT_TEXT,
+    LocalStack,
+    StackError,
+    Storage,
+    chat,
+    model_request,
+)
 
-AGENT = "kaos://agent/demo/assistant"
+ALICE, BOB = "alice", "bob"
+FOLD_DEADLINE_S = 120.0
 
 
-def say(text: str) -> None:
+class StepFailed(Exception):
+    """A step of the conversation did not show what it should."""
+
+
+def say(text: str = "") -> None:
     print(text, flush=True)
 
 
 def check(ok: bool, what: str) -> None:
     say(f"   {'✔' if ok else '✘'} {what}")
     if not ok:
-        raise SystemExit(f"demo step failed: {what}")
+        raise StepFailed(what)
 
 
-async def conversation(url: str) -> list[tuple[str, str]]:
-    summary: list[tuple[str, str]] = []
-    async with MemoryServiceClient(url, agent_identity=AGENT, failure_mode="strict") as mem:
-        say("\n== 1. Short-term window: alice, session s1 ==")
-        turns = [
-            ("user", "I live in Lisbon"),
-            ("assistant", "Noted, Lisbon it is."),
-            ("user", "My favourite language is Python"),
-            ("assistant", "Python, great choice."),
+def clip(text: str, width: int = 96) -> str:
+    one = " ".join(text.split())
+    if len(one) <= width:
+        return one
+    return one[: width - 16] + f"… ({len(one):,} chars)"
+
+
+def exit_text(code: int | None) -> str:
+    if code is None:
+        return "killed"
+    if code < 0:
+        # uvicorn (kaos-mcp) re-raises SIGTERM once its graceful shutdown is done.
+        return f"stopped by {signal.Signals(-code).name}"
+    return f"exit {code}"
+
+
+class Demo:
+    def __init__(self, stack: LocalStack, http: aiohttp.ClientSession) -> None:
+        self.stack = stack
+        self.http = http
+        self.rows: list[tuple[str, str]] = []
+
+    async def ask(self, agent: str, principal: str, session: str, text: str) -> str:
+        say(f"   {principal} → {agent} [{session}]: {clip(text)}")
+        reply = await chat(
+            self.http, self.stack.agent_url(agent), text, session=session, principal=principal
+        )
+        if reply.status != 200:
+            raise StepFailed(f"{agent} answered HTTP {reply.status}: {reply.body}")
+        for i, line in enumerate(reply.text.splitlines() or [""]):
+            say(f"   {'' if i else agent + ':':>{len(agent) + 1}} {clip(line)}")
+        return reply.text
+
+    async def model_saw(self, prompt: str) -> dict[str, Any]:
+        req = model_request(await self.stack.devmodel.arequests(), prompt)
+        if req is None:
+            raise StepFailed(f"the model never saw {prompt!r}")
+        return req
+
+    async def metric(self, agent: str, line: str) -> bool:
+        async with self.http.get(self.stack.agent_url(agent) + "/metrics") as resp:
+            return line in await resp.text()
+
+    async def facts(self, agent: str, principal: str) -> list[str]:
+        async with self.stack.memory_client(agent) as mem:
+            listed = await mem.list("agent", principal=principal, include=["long_term"])
+        return [f.text for f in listed.long_term.facts]
+
+    async def window(self, agent: str, principal: str, session: str) -> tuple[int, int | None]:
+        async with self.stack.memory_client(agent) as mem:
+            r = await mem.recall("session", "", session_id=session, principal=principal)
+        return len(r.short_term.window), r.medium_term.version
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    async def short_term(self) -> None:
+        say("\n== 1. Short-term window: alice talks to the coordinator in session alice-1 ==")
+        await self.ask("coordinator", ALICE, "alice-1", "I live in Lisbon.")
+        await self.ask("coordinator", ALICE, "alice-1", "My favourite language is Python.")
+        prompt = "What did I just tell you?"
+        await self.ask("coordinator", ALICE, "alice-1", prompt)
+        req = await self.model_saw(prompt)
+        earlier = [m for m in req["messages"][:-1] if m["role"] in ("user", "assistant")]
+        say(f"   (the request carried only the new message; the model saw {len(earlier)} more)")
+        for m in earlier:
+            say(f"      {m['role']:>9}: {clip(m['content'], 70)}")
+        check(
+            [m["content"] for m in earlier if m["role"] == "user"]
+            == ["I live in Lisbon.", "My favourite language is Python."],
+            "the coordinator replayed the session's window from memory",
+        )
+        turns, _ = await self.window("coordinator", ALICE, "alice-1")
+        self.rows.append(("short-term: alice-1 window after 3 messages", f"{turns} turns"))
+
+    async def tool_call(self) -> None:
+        say("\n== 2. Tool call: alice asks the researcher, which has the MCP tools ==")
+        answer = await self.ask("researcher", ALICE, "alice-1", "How many words are in my motto?")
+        req = await self.model_saw("How many words are in my motto?")
+        say(f"   tools offered to the model: {', '.join(req['tools'])}")
+        words = len(WORD_COUNT_TEXT.split())
+        check(answer == f"word_count returned {words}", f"the MCP tool word_count answered {words}")
+
+    async def delegation(self) -> None:
+        say("\n== 3. Delegation: the coordinator hands a task to the researcher (A2A) ==")
+        answer = await self.ask(
+            "coordinator", ALICE, "alice-1", "Ask the researcher to shout a greeting."
+        )
+        check(
+            answer == "The researcher answered: shout returned HELLO FROM LISBON",
+            "the researcher ran the shout tool for the coordinator",
+        )
+        check(
+            await self.metric(
+                "coordinator",
+                'kaos_agent_delegations_total{outcome="ok",peer="researcher",transport="a2a"} 1.0',
+            ),
+            "the coordinator delegated over A2A",
+        )
+        researcher = self.stack.identity("researcher")
+        rows = [
+            t
+            for t in self.stack.memory_db.turns()
+            if t["agent"] == researcher and t["principal"] == ALICE
         ]
-        for role, text in turns:
-            say(f"   {role:>9}: {text}")
-        await mem.write(turns, session_id="s1", principal="alice")
-        r = await mem.recall("session", "where do I live", session_id="s1", principal="alice")
-        check(len(r.short_term.window) == 4, "the window replays all four turns of s1")
-
-        say("\n== 2. Folding: the window crosses its budget, old turns fold into a digest ==")
-        for i in range(12):
-            await mem.write(
-                [
-                    ("user", f"Filler message number {i} about the weather in the city"),
-                    ("assistant", f"Reply {i}: the weather is mild today"),
-                ],
-                session_id="s1",
-                principal="alice",
-            )
-        deadline = asyncio.get_running_loop().time() + 60
-        while True:
-            r = await mem.recall("session", "Lisbon", session_id="s1", principal="alice")
-            if r.medium_term.version and r.long_term.facts:
-                break
-            if asyncio.get_running_loop().time() > deadline:
-                break
-            await asyncio.sleep(0.2)  # waiting for background folding, a demo not a test
-        check(bool(r.medium_term.version), f"digest version {r.medium_term.version} written")
-        say(f"   digest: {(r.medium_term.summary or '')[:160]}...")
-        summary.append(("s1 window turns", str(len(r.short_term.window))))
-        summary.append(("s1 digest version", str(r.medium_term.version)))
-
-        say("\n== 3. Long-term: a new session s2 recalls the extracted fact, not the old window ==")
-        r2 = await mem.recall("agent", "Lisbon", session_id="s2", principal="alice")
-        facts = [f.text for f in r2.long_term.facts]
-        say(f"   facts: {facts[:3]}")
-        check(any("Lisbon" in f for f in facts), "the Lisbon fact is recalled in s2")
-        check(not r2.short_term.window, "s2 has no window of s1")
-        summary.append(("alice long-term facts", str(len(facts))))
-
-        say("\n== 4. Isolation: bob sees nothing of alice ==")
-        rb = await mem.recall("agent", "Lisbon", session_id="s1", principal="bob")
-        check(not rb.long_term.facts and not rb.short_term.window, "bob's recall is empty")
-        summary.append(
-            ("bob facts / window", f"{len(rb.long_term.facts)} / {len(rb.short_term.window)}")
+        check(
+            any(t["content"] == DELEGATED_MESSAGE for t in rows),
+            f"the researcher remembered the task in alice's session ({len(rows)} turns)",
         )
 
-        say("\n== 5. Forget: alice erases her agent-level memory ==")
-        f = await mem.forget("agent", session_id="s1", principal="alice")
-        say(f"   forgotten: {f.forgotten.model_dump()}")
-        r3 = await mem.recall("agent", "Lisbon", session_id="s2", principal="alice")
-        check(not r3.long_term.facts, "no fact of alice remains")
-        summary.append(("alice facts after forget", str(len(r3.long_term.facts))))
-    return summary
+    async def folding(self) -> None:
+        say("\n== 4. Folding: long answers push alice-1 past the store's 4,096-token budget ==")
+        before, _ = await self.window("coordinator", ALICE, "alice-1")
+        for chapter in (1, 2, 3):
+            await self.ask(
+                "coordinator", ALICE, "alice-1", f"Tell me the long story, chapter {chapter}."
+            )
+        say("   (waiting for the memory service to fold in the background)")
+        deadline = time.monotonic() + FOLD_DEADLINE_S
+        version: int | None = None
+        facts: list[str] = []
+        while time.monotonic() < deadline:
+            turns, version = await self.window("coordinator", ALICE, "alice-1")
+            facts = await self.facts("coordinator", ALICE)
+            if version and "I live in Lisbon." in facts:
+                break
+            await asyncio.sleep(0.25)  # polling background work: a demo, not a test
+        check(bool(version), f"digest version {version} of alice-1 was written")
+        async with self.stack.memory_client("coordinator") as mem:
+            r = await mem.recall("session", "", session_id="alice-1", principal=ALICE)
+        digest = (r.medium_term.summary or "").splitlines()
+        say(f"   digest ({len(digest)} lines):")
+        for line in digest[:6]:
+            say(f"      {clip(line, 84)}")
+        if len(digest) > 6:
+            say(f"      … {len(digest) - 6} more")
+        check("User said: I live in Lisbon." in digest, "the digest keeps what alice said")
+        check(
+            len(r.short_term.window) < before + 6,
+            f"the window shrank to {len(r.short_term.window)} unfolded turns",
+        )
+        check("I live in Lisbon." in facts, f"{len(facts)} long-term facts were extracted")
+        self.rows.append(("short-term: alice-1 window after folding", f"{turns} turns"))
+        self.rows.append(("medium-term: alice-1 digest", f"version {version}, {len(digest)} lines"))
+
+    async def long_term(self) -> None:
+        say("\n== 5. Long-term: a new session alice-2 recalls the fact, not the old window ==")
+        prompt = "Where do I live?"
+        answer = await self.ask("coordinator", ALICE, "alice-2", prompt)
+        req = await self.model_saw(prompt)
+        system = "\n".join(m["content"] for m in req["messages"] if m["role"] == "system")
+        users = [m["content"] for m in req["messages"] if m["role"] == "user"]
+        check(
+            FACTS_HEADER in system and "- I live in Lisbon." in system,
+            "the agent put the recalled fact into the model's instructions",
+        )
+        check(users == [prompt], "no turn of alice-1 was replayed into alice-2")
+        check("- I live in Lisbon." in answer, "search_memory found the fact in the new session")
+        for agent in ("coordinator", "researcher"):
+            facts = await self.facts(agent, ALICE)
+            self.rows.append((f"long-term: facts of alice with {agent}", str(len(facts))))
+
+    async def isolation(self) -> None:
+        say("\n== 6. Isolation: bob asks the same agent the same question ==")
+        prompt = "Where do I live?"
+        answer = await self.ask("coordinator", BOB, "bob-1", prompt)
+        req = await self.model_saw(prompt)
+        system = "\n".join(m["content"] for m in req["messages"] if m["role"] == "system")
+        check(FACTS_HEADER not in system, "no fact of alice reached the model for bob")
+        check("No matching memories." in answer, "bob's memory search finds nothing of alice")
+        turns, version = await self.window("coordinator", BOB, "alice-1")
+        check(
+            turns == 0 and version is None,
+            "read as bob, alice's session alice-1 has no window and no digest",
+        )
+        self.rows.append(
+            ("long-term: facts of bob", str(len(await self.facts("coordinator", BOB))))
+        )
+
+    async def forget(self) -> None:
+        say("\n== 7. Forget: alice's memory with both agents is erased ==")
+        for agent in ("coordinator", "researcher"):
+            async with self.stack.memory_client(agent) as mem:
+                f = await mem.forget("agent", principal=ALICE, failure_mode="strict")
+            n = f.forgotten
+            say(
+                f"   forget(agent={agent}, principal=alice): {n.short_term} turns, "
+                f"{n.medium_term} digests, {n.long_term} facts"
+            )
+            check(not f.degraded, f"the erasure with {agent} completed")
+        left = {a: await self.facts(a, ALICE) for a in ("coordinator", "researcher")}
+        check(not any(left.values()), "no long-term fact of alice is left")
+        db = self.stack.memory_db
+        alice_rows = [t for t in db.turns() if t["principal"] == ALICE]
+        check(not alice_rows, "no turn of alice is left in the store")
+        check("Lisbon" not in db.everything_text(), "'Lisbon' is nowhere in the store's files")
+        bob_turns, _ = await self.window("coordinator", BOB, "bob-1")
+        check(bob_turns > 0, f"bob's session is untouched ({bob_turns} turns)")
+        answer = await self.ask("coordinator", ALICE, "alice-3", "Where do I live?")
+        check("No matching memories." in answer, "asked again, the agent remembers nothing")
+        self.rows.append(
+            (
+                "after forget: facts / turns of alice",
+                f"{sum(map(len, left.values()))} / {len(alice_rows)}",
+            )
+        )
+        self.rows.append(("after forget: bob-1 window", f"{bob_turns} turns"))
+
+    async def run(self) -> None:
+        await self.stack.devmodel.aset_script(SCRIPT)
+        await self.short_term()
+        await self.tool_call()
+        await self.delegation()
+        await self.folding()
+        await self.long_term()
+        await self.isolation()
+        await self.forget()
 
 
-def main() -> int:
+async def converse(stack: LocalStack) -> list[tuple[str, str]]:
+    async with aiohttp.ClientSession() as http:
+        demo = Demo(stack, http)
+        await demo.run()
+        return demo.rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--external",
+        action="store_true",
+        help="run the external MemoryStore sample (PostgreSQL + pgvector from hack/postgres)",
+    )
+    args = parser.parse_args(argv)
+    storage: Storage = "external" if args.external else "local"
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kaos-run-") as tmp:
-        logs = Path(tmp) / "logs"
-        dm_port, mem_port = free_port(), free_port()
-        say(
-            f"starting kaos-devmodel on 127.0.0.1:{dm_port} and kaos-memory on 127.0.0.1:{mem_port}"
-        )
-        dm = start_service(
-            "devmodel",
-            [console_script("kaos-devmodel"), "--port", str(dm_port), "--embedding-dims", "64"],
-            port=dm_port,
-            log_dir=logs,
-            ready_path="/healthz",
-        )
+        say(f"== The KAOS stack on loopback ({storage} memory) ==")
         try:
-            env = {
-                "KAOS_MEMORY_HOST": "127.0.0.1",
-                "KAOS_MEMORY_PORT": str(mem_port),
-                "KAOS_MEMORY_STORAGE": "local",
-                "KAOS_MEMORY_DATA_DIR": str(Path(tmp) / "data"),
-                "KAOS_MEMORY_MODEL_BASE_URL": f"{dm.url}/v1",
-                "KAOS_MEMORY_SUMMARIZATION_MODEL": "devmodel",
-                "KAOS_MEMORY_EMBEDDING_MODEL": "devmodel-embed",
-                "KAOS_MEMORY_EMBEDDING_DIMS": "64",
-                "KAOS_MEMORY_TOKEN_BUDGET": "200",
-            }
-            mem = start_service(
-                "memory",
-                [console_script("kaos-memory")],
-                port=mem_port,
-                env=env,
-                log_dir=logs,
-                timeout=120,
-            )
-            try:
-                rows = asyncio.run(conversation(mem.url))
-            finally:
-                mem.stop()
+            stack = LocalStack(Path(tmp), storage=storage, log=say)
+            stack.start()
+        except (StackError, RuntimeError) as exc:
+            say(f"\nmake run: the stack did not start: {exc}")
+            return 2
+        failed: str | None = None
+        rows: list[tuple[str, str]] = []
+        try:
+            for line in stack.describe():
+                say(line)
+            rows = asyncio.run(converse(stack))
+        except StepFailed as exc:
+            failed = str(exc)
+        except Exception as exc:  # noqa: BLE001  (reported as a failed step, then cleaned up)
+            failed = f"{type(exc).__name__}: {exc}"
         finally:
-            dm.stop()
+            if failed is not None:
+                for proc in stack.procs.values():
+                    say(f"\n--- {proc.name} log (last lines) ---\n{proc.log_tail(15)}")
+            say("\n== Shutting down ==")
+            codes = stack.stop()
+            for key, code in codes.items():
+                say(f"   {stack.plan[key].key:<28} {exit_text(code)}")
+    if failed is not None:
+        say(f"\nmake run: FAILED: {failed}")
+        return 1
     say("\n== What each tier held ==")
+    width = max(len(k) for k, _ in rows)
     for k, v in rows:
-        say(f"   {k:<28} {v}")
+        say(f"   {k:<{width}}  {v}")
+    say(f"\nmake run: all steps shown in {time.monotonic() - started:.0f}s")
     return 0
 
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from kaos_core.errors import BadRequest, StrictFailure
+from kaos_core.errors import BadRequest, Forbidden, StrictFailure
 from kaos_core.memory.contract import (
     CONVERSATIONAL_TIERS,
     Fact,
@@ -57,6 +57,7 @@ from kaos_memory.storage.base import (
     FoldPolicy,
     LongTermStore,
     NewTurn,
+    SessionBound,
 )
 from kaos_memory.storage.longterm import decode_cursor
 
@@ -148,6 +149,12 @@ class MemoryService:
                 "append",
                 self.conversation.append(attribution, turns, req.infer, self.policy),
             )
+        except SessionBound:
+            raise Forbidden(
+                "this session belongs to another principal; a session is one principal's"
+                " conversation",
+                code="session_bound",
+            ) from None
         except Exception as exc:
             log.error("window append failed", exc_info=True)
             self.metrics.degraded.labels(reason="write_failed").inc()

@@ -50,6 +50,7 @@ async def write_pair(
     result: LoadResult,
     *,
     failure_mode: str | None = None,
+    agent: str = AGENT,
 ) -> int:
     text = user_text(session, n)
     body: dict[str, Any] = {
@@ -61,7 +62,7 @@ async def write_pair(
     }
     if failure_mode is not None:
         body["failure_mode"] = failure_mode
-    hdrs = {"X-Session-Id": session, "X-Principal": principal, "X-Agent-Identity": AGENT}
+    hdrs = {"X-Session-Id": session, "X-Principal": principal, "X-Agent-Identity": agent}
     try:
         async with http.post(f"{url}/v1/write", json=body, headers=hdrs) as resp:
             doc = await resp.json(content_type=None)
@@ -85,13 +86,14 @@ async def drive(
     pairs_per_session: int,
     start: int = 0,
     concurrent_per_session: int = 2,
-    principals_per_session: int = 1,
+    agents_per_session: int = 1,
     pace: float = 0.0,
 ) -> LoadResult:
     """Every session writes ``pairs_per_session`` user+assistant pairs, all sessions at
     once; a session's writes go round-robin over the replicas, ``concurrent_per_session``
     at a time, so one session is written on several replicas concurrently. With several
-    principals per session, a fold holds turns of each (one Mem0 add per principal).
+    agents per session (one principal's conversation with several agents, as delegation
+    makes), a fold holds turns of each: one Mem0 add per agent.
     ``pace`` spaces a session's batches (seconds) to stretch a burst over time."""
     result = LoadResult()
     connector = aiohttp.TCPConnector(limit=256)
@@ -108,9 +110,10 @@ async def drive(
                             http,
                             urls[(si + n) % len(urls)],
                             name,
-                            f"user-{(si + n % principals_per_session) % 7}",
+                            f"user-{si % 7}",
                             n,
                             result,
+                            agent=f"{AGENT}-{n % agents_per_session}",
                         )
                         for n in batch
                     )

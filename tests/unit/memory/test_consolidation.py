@@ -95,7 +95,7 @@ async def test_local_store_resumes_work_a_killed_process_left(
     settings = {"token_budget": 400, "sweep_interval": 0.2, "idle_flush_seconds": 0}
     await devmodel.aset_faults(delay=0.5, routes=["extraction"])
     first = memory_factory("local", **settings)
-    load = await drive([first.url], sessions=4, pairs_per_session=40, principals_per_session=2)
+    load = await drive([first.url], sessions=4, pairs_per_session=40, agents_per_session=2)
     assert not load.failures, load.failures[:3]
 
     def pending() -> int:

@@ -80,6 +80,7 @@ async def run_example(
     status, doc, _ = await call(server.url, "/v1/forget", {"level": "store"})
     assert status == 200 and not doc["degraded"], doc
     written: list[Written] = []
+    owner: dict[str, str] = {}  # a session belongs to the first principal that wrote to it
     for n, (principal, agent, session) in enumerate(plan):
         text = long_text(f"w{n}z{principal}z{session}", chars=CHARS)
         status, doc, _ = await call(
@@ -88,8 +89,15 @@ async def run_example(
             {"turns": [{"role": "user", "content": text}], "infer": False},
             hdrs=headers(agent=agent, principal=principal, session=session),
         )
+        if session in owner and principal != owner[session]:
+            assert status == 403 and doc["error"]["code"] == "session_bound", doc
+            continue
         assert status in (200, 202), doc
+        if principal is not None:
+            owner[session] = principal
         written.append(Written(text, principal, agent, session))
+    if not written:
+        return
 
     await eventually(
         lambda: list_all(server.url, {}, "store"),

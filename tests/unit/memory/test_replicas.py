@@ -95,7 +95,7 @@ async def test_sigkill_during_extraction_leaves_every_fact_exactly_once(
             [victim.url, survivor.url],
             sessions=12,
             pairs_per_session=200,
-            principals_per_session=2,
+            agents_per_session=2,
             pace=0.05,
         )
     )

@@ -18,6 +18,10 @@ from kaos_memory.scope import Attribution, Scope
 LeaseKind = Literal["digest", "extract"]
 
 
+class SessionBound(Exception):
+    """A write into a session that belongs to another principal (nothing was written)."""
+
+
 @dataclass(frozen=True)
 class NewTurn:
     role: str

@@ -50,6 +50,7 @@ from kaos_memory.storage.base import (
     LeaseKind,
     NewTurn,
     PendingSession,
+    SessionBound,
     TurnRow,
 )
 
@@ -187,6 +188,19 @@ class SqlConversationStore:
                 ),
                 (key, attribution.group, attribution.session, at, False),
             )
+            # A session is one principal's conversation: once a principal wrote to it, a
+            # write by anyone else (or by nobody) would both inject turns into that
+            # principal's window and, through the attribution index, let the writer read it.
+            cur.execute(
+                q(
+                    "SELECT DISTINCT principal FROM kaos_mem_attribution"
+                    " WHERE key = %s AND principal <> %s"
+                ),
+                (key, NONE),
+            )
+            owners = {r[0] for r in cur.fetchall()}
+            if owners and attribution.principal not in owners:
+                raise SessionBound(key)
             for turn in turns:
                 cur.execute(
                     q(
