@@ -10,7 +10,9 @@ until every fold is digested and extracted. It prints one table:
   over one replica;
 - fold latency: from the write that evicted the turns (the fold row's ``created_at``) to
   the digest version covering it, and to its extraction into Mem0 (p50 / p95), under that
-  load; and the time to drain the outbox after the last write.
+  load; and the time to drain the outbox after the last write;
+- quiet fold latency: with no other load, from the answer of the write that recorded a
+  fold until its digest and extraction are both done.
 
 Everything runs on this machine: the load driver, the replicas, the development model
 (which answers extraction and digest prompts in microseconds, so the figures measure the
@@ -27,9 +29,12 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -43,7 +48,7 @@ from tests.support.postgres import (  # noqa: E402
     unique_name,
 )
 from tests.support.procs import console_script, free_port, start_service  # noqa: E402
-from tests.unit.memory.replica_load import drive, settle  # noqa: E402
+from tests.unit.memory.replica_load import LoadResult, drive, settle, write_pair  # noqa: E402
 
 TRIGGER = 400
 
@@ -115,6 +120,7 @@ async def run(
         await settle(servers[0].db, servers, trigger=TRIGGER, within=1800)
         drained = time.monotonic() - started - wrote
         to_digest, to_extraction = fold_latencies(servers[0])
+        quiet = await quiet_fold_latency(servers, args.quiet_folds)
         return {
             "replicas": replicas,
             "writes": load.writes,
@@ -125,6 +131,8 @@ async def run(
             "extract_p50": percentile(to_extraction, 0.5),
             "extract_p95": percentile(to_extraction, 0.95),
             "drain_s": drained,
+            "quiet_p50": percentile(quiet, 0.5),
+            "quiet_p95": percentile(quiet, 0.95),
         }
     finally:
         for server in servers:
@@ -133,20 +141,53 @@ async def run(
         shutil.rmtree(root, ignore_errors=True)
 
 
+async def quiet_fold_latency(servers: list[MemoryServer], folds: int) -> list[float]:
+    """Fold latency without load: one session at a time writes until a write records a
+    fold (202), then waits until that fold is digested and extracted; seconds from the
+    write's answer to both done."""
+    db = servers[0].db
+    out: list[float] = []
+    async with aiohttp.ClientSession() as http:
+        for i in range(folds):
+            session = f"quiet-{uuid.uuid4().hex[:8]}"
+            result = LoadResult()
+            n = 0
+            while True:
+                url = servers[(i + n) % len(servers)].url
+                status = await write_pair(http, url, session, "quiet-user", n, result)
+                n += 1
+                if status == 202:
+                    break
+            answered = time.monotonic()
+            key_like = f"%|run:{session}"
+            while True:
+                rows = db.relational(
+                    "SELECT COUNT(*) FROM kaos_mem_folds WHERE key LIKE %s"
+                    " AND digest_status = 'done' AND extraction_status = 'done'",
+                    (key_like,),
+                )
+                if rows[0][0] >= 1:
+                    break
+                await asyncio.sleep(0.005)  # polling interval of a measurement
+            out.append(time.monotonic() - answered)
+    return out
+
+
 def print_table(rows: list[dict[str, Any]]) -> None:
     base = rows[0]["writes_per_s"] if rows else 1.0
     print()
     print(
         "| replicas | writes | writes/s | scaling | folds | fold->digest p50 / p95 (s)"
-        " | fold->extraction p50 / p95 (s) | drain after load (s) |"
+        " | fold->extraction p50 / p95 (s) | drain after load (s) | quiet fold p50 / p95 (ms) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['replicas']} | {r['writes']} | {r['writes_per_s']:.0f} |"
             f" {r['writes_per_s'] / base:.2f}x | {r['folds']} |"
             f" {r['digest_p50']:.2f} / {r['digest_p95']:.2f} |"
             f" {r['extract_p50']:.2f} / {r['extract_p95']:.2f} | {r['drain_s']:.1f} |"
+            f" {r['quiet_p50'] * 1000:.0f} / {r['quiet_p95'] * 1000:.0f} |"
         )
     print(
         "\n(one machine: the load driver, every replica, the development model and PostgreSQL"
@@ -159,6 +200,7 @@ def main() -> None:
     parser.add_argument("--replicas", default="1,2,3")
     parser.add_argument("--sessions", type=int, default=60)
     parser.add_argument("--pairs", type=int, default=50, help="write requests per session")
+    parser.add_argument("--quiet-folds", type=int, default=20, help="folds timed without load")
     args = parser.parse_args()
     admin = admin_dsn_from_env()
     error = server_error(admin)

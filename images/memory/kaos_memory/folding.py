@@ -132,19 +132,13 @@ class Folder:
     async def _consolidate(self, key: str, session: str, idle_since: str | None) -> None:
         # Writes after this point may queue the next consolidation of the session.
         self._queued.discard(key)
-        fold = None
         if idle_since is not None:
             fold = await self.conversation.flush_session(key, session, idle_since)
-        if fold is not None:
-            log.info(
-                "fold claimed",
-                extra={
-                    "fold_id": fold.id,
-                    "turns": len(fold.turns),
-                    "key": key,
-                    "flush": idle_since is not None,
-                },
-            )
+            if fold is not None:
+                log.info(
+                    "idle session flushed",
+                    extra={"fold_id": fold.id, "turns": len(fold.turns), "key": key},
+                )
         await asyncio.gather(self._digests(key), self._extractions(key))
 
     # --- leases -------------------------------------------------------------------------------
