@@ -134,6 +134,15 @@ class ShortTermTier(CRDModel):
         description="Window size a fold leaves; defaults to tokenBudget / 2.",
     )
     max_events: int = Field(default=2000, ge=2, le=1_000_000, description="Hard event cap.")
+    idle_flush_seconds: int = Field(
+        default=900,
+        ge=0,
+        le=30 * 86400,
+        description=(
+            "After this many seconds without a write, a session's remaining window is folded"
+            " into its digest and extracted to long-term memory; 0 turns the idle flush off."
+        ),
+    )
 
 
 class MediumTermTier(CRDModel):

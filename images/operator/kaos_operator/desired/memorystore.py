@@ -83,6 +83,7 @@ def memory_store_env(store: MemoryStore, ctx: MemoryStoreContext) -> dict[str, s
     env.update(
         {
             "KAOS_MEMORY_MAX_EVENTS": str(short.max_events),
+            "KAOS_MEMORY_IDLE_FLUSH_SECONDS": str(short.idle_flush_seconds),
             "KAOS_MEMORY_DIGEST_RETENTION": str(spec.tiers.medium_term.digest_retention),
             "KAOS_MEMORY_RECALL_TOP_K": str(spec.tiers.long_term.recall_top_k),
             "KAOS_MEMORY_MAX_READ_SCOPE": spec.max_read_scope,
