@@ -69,7 +69,6 @@ def exit_text(code: int | None) -> str:
     if code is None:
         return "killed"
     if code < 0:
-        # uvicorn (kaos-mcp) re-raises SIGTERM once its graceful shutdown is done.
         return f"stopped by {signal.Signals(-code).name}"
     return f"exit {code}"
 

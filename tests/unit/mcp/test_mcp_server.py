@@ -81,3 +81,10 @@ async def test_host_allow_list_rejects_other_hosts(mcp_server_factory: McpFactor
         http.post(server.url + "/mcp", json={}, headers=headers) as resp,
     ):
         assert resp.status == 421
+
+
+def test_sigterm_is_a_clean_exit(mcp_server_factory: McpFactory) -> None:
+    """A graceful shutdown on SIGTERM exits 0, like the other KAOS services (a pod's
+    termination is not reported as a kill)."""
+    server = mcp_server_factory("def ping() -> str:\n    return 'pong'\n")
+    assert server.stop(timeout=30) == 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+from types import FrameType
 
 import uvicorn
 from kaos_core.logging import configure_logging
@@ -30,7 +32,11 @@ def main() -> None:
         print(f"error: MCP_TOOLS_STRING: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     app = create_mcp_app(settings, tools)
-    # uvicorn turns SIGTERM into a graceful shutdown (stop accepting, finish requests).
+    # uvicorn turns SIGTERM into a graceful shutdown (stop accepting, finish requests),
+    # then restores the previous handler and raises the signal again. With the default
+    # handler that exit would read as a kill (-15); after a clean shutdown it is status 0,
+    # as for the other KAOS services.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     uvicorn.run(
         app,
         host=settings.host,
@@ -39,6 +45,10 @@ def main() -> None:
         access_log=False,
         timeout_graceful_shutdown=30,
     )
+
+
+def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 if __name__ == "__main__":
