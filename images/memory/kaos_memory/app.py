@@ -133,7 +133,6 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
             digest_retention=settings.digest_retention,
             lease_ttl=settings.lease_ttl,
             max_attempts=settings.extraction_max_attempts,
-            attempts_per_job=settings.executor_retries + 1,
             sweep_interval=settings.sweep_interval,
         ),
     )

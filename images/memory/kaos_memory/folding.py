@@ -73,8 +73,8 @@ class Lease:
     lost: bool = field(default=False)
 
 
-# The longest a failing extraction waits in the outbox between two jobs.
-MAX_EXTRACTION_BACKOFF = 900.0
+# The longest failing fold work waits in the outbox between two jobs.
+MAX_BACKOFF = 900.0
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,6 @@ class ConsolidationPolicy:
     digest_retention: int
     lease_ttl: float
     max_attempts: int
-    attempts_per_job: int
     sweep_interval: float
 
 
@@ -191,6 +190,11 @@ class Folder:
             if not await pending():
                 return
 
+    async def _defer(self, fold_ids: list[int]) -> float:
+        return await self.conversation.defer(
+            fold_ids, base=self.policy.sweep_interval, cap=MAX_BACKOFF
+        )
+
     # --- digest -------------------------------------------------------------------------------
 
     async def _digests(self, key: str) -> None:
@@ -200,9 +204,13 @@ class Folder:
         async def work(lease: Lease) -> bool:
             ok = await self.executor.run_with_retry("digest", lambda: self._digest(key))
             if not ok:
-                # The turns stay pending: the next fold or sweep of this session digests them.
+                # The turns stay pending: the next fold of this session, or a sweep after a
+                # back-off, digests them.
                 self.metrics.folds.labels(outcome="failed").inc()
                 self.metrics.degraded.labels(reason="digest_failed").inc()
+                folds = await self.conversation.pending_digest_folds(key)
+                delay = await self._defer([f.id for f in folds])
+                log.warning("digest deferred", extra={"key": key, "retry_in_s": round(delay, 1)})
             return ok
 
         await self._drain(key, "digest", pending, work)
@@ -268,9 +276,7 @@ class Folder:
             return
         # It stays pending; the sweeper retries it after a delay that doubles per failed
         # job (a model outage costs a few calls per period, not a stream of them).
-        jobs = max(1, attempts // self.policy.attempts_per_job)
-        delay = min(self.policy.sweep_interval * 2 ** min(jobs - 1, 16), MAX_EXTRACTION_BACKOFF)
-        await self.conversation.defer_extraction(fold, time.time() + delay)
+        delay = await self._defer([fold.id])
         log.warning(
             "extraction deferred",
             extra={"fold_id": fold.id, "attempts": attempts, "retry_in_s": round(delay, 1)},

@@ -14,7 +14,7 @@ import pytest
 from tests.fixtures.memory import MakeMemory, MemoryServer, memory_env
 from tests.support.devmodel import DevModel
 from tests.support.procs import console_script, free_port
-from tests.unit.memory.helpers import AGENT_A, call, headers, uid
+from tests.unit.memory.helpers import AGENT_A, call, headers, seed_facts, uid
 from tests.unit.memory.replica_load import audit, drive, metric_values, settle
 
 
@@ -152,3 +152,36 @@ def test_external_replicas_share_a_data_dir_path_without_locking(
     first = memory_factory(backend)
     second = memory_factory(backend, data_dir=first.db.data_dir)
     assert first.proc.alive() and second.proc.alive()
+
+
+async def test_work_failed_in_a_model_outage_completes_after_it_without_new_writes(
+    memory_factory: MakeMemory, memory_backend: str, devmodel: DevModel
+) -> None:
+    server = memory_factory(
+        memory_backend, token_budget=200, sweep_interval=0.2, executor_retries=0
+    )
+    await devmodel.aset_faults(error_rate=1.0, routes=["digest", "extraction"])
+    ident = headers(agent=AGENT_A, principal="alice", session=uid("outage"))
+    texts = await seed_facts(server.url, ident, ["first", "second", "third"], infer=True)
+
+    def failures() -> list[int]:
+        return [int(r[0]) for r in server.db.relational("SELECT failures FROM kaos_mem_folds")]
+
+    async def backing_off() -> bool:
+        counts = failures()
+        return bool(counts) and min(counts) >= 2
+
+    # Both steps fail, are deferred, and are retried by sweeps (no write schedules them).
+    await wait_for("two failed jobs per fold", backing_off)
+    assert all(f["digest_status"] == "pending" for f in server.db.folds())
+    await devmodel.aset_faults(error_rate=0.0, routes=["digest", "extraction"])
+
+    async def done() -> bool:
+        folds = server.db.folds()
+        return all(f["digest_status"] == "done" and f["extraction_status"] == "done" for f in folds)
+
+    await wait_for("the outbox drained after the outage", done)
+    stored = {p["data"] for p in server.db.vector_payloads()}
+    folded = {t["content"] for t in server.db.turns() if t["folded_by"] is not None}
+    assert folded and folded <= set(texts)
+    assert folded <= stored, "every folded turn reached long-term memory"

@@ -128,15 +128,15 @@ async def test_outbox_lists_pending_sessions_nobody_holds(store: SqlConversation
     assert await store.acquire_lease(WHO.key, "digest", "a", -1)  # its holder died
     assert {p.key for p in await store.outbox(10)} == {WHO.key, other.key}
 
-    # A failing extraction backs off: not listed again before its retry time.
+    # Failing work backs off: not listed again before its retry time, which doubles.
     fold = await store.next_extraction(other.key)
     assert fold is not None
-    digests = await store.pending_digest_folds(other.key)
-    assert await store.add_digest(other.key, "digest", [f.id for f in digests], 5) == 1
-    await store.defer_extraction(fold, 4_000_000_000.0)
+    assert await store.defer([fold.id], base=600, cap=900) == 600
     assert {p.key for p in await store.outbox(10)} == {WHO.key}
-    await store.defer_extraction(fold, 1.0)
+    assert await store.defer([fold.id], base=600, cap=900) == 900, "doubled, then capped"
+    await store.defer([fold.id], base=-10, cap=900)  # a retry time in the past: due again
     assert {p.key for p in await store.outbox(10)} == {WHO.key, other.key}
+    assert await store.defer([123456], base=1, cap=2) == 0, "an erased fold is skipped"
 
 
 async def test_idle_sessions_and_their_flush(store: SqlConversationStore) -> None:

@@ -190,8 +190,9 @@ class ConversationStore(Protocol):
         """Record the outcome if ``owner`` still holds the session's extract lease."""
         ...
 
-    async def defer_extraction(self, fold: Fold, retry_at: float) -> None:
-        """Leave the fold pending but not to be retried before ``retry_at`` (epoch s)."""
+    async def defer(self, fold_ids: list[int], *, base: float, cap: float) -> float:
+        """After a failed job: keep the folds pending, but out of the sweeper's hands for
+        a delay doubling per failure from ``base`` up to ``cap`` seconds; the delay set."""
         ...
 
     async def acquire_lease(self, key: str, kind: LeaseKind, owner: str, ttl: float) -> bool: ...

@@ -353,8 +353,9 @@ class SqlConversationStore:
         cur.execute(
             q(
                 "INSERT INTO kaos_mem_folds (key, session, first_seq, last_seq, turns,"
-                " tokens, digest_status, extraction_status, extraction_attempts, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, 'pending', 'pending', 0, %s) RETURNING id"
+                " tokens, digest_status, extraction_status, extraction_attempts, failures,"
+                " created_at) VALUES (%s, %s, %s, %s, %s, %s, 'pending', 'pending', 0, 0, %s)"
+                " RETURNING id"
             ),
             (
                 key,
@@ -524,15 +525,29 @@ class SqlConversationStore:
             )
             return "done" if cur.rowcount > 0 else "lost"
 
-    async def defer_extraction(self, fold: Fold, retry_at: float) -> None:
-        await self._run(self._defer_extraction_sync, fold, retry_at)
+    async def defer(self, fold_ids: list[int], *, base: float, cap: float) -> float:
+        return await self._run(self._defer_sync, fold_ids, base, cap)
 
-    def _defer_extraction_sync(self, fold: Fold, retry_at: float) -> None:
+    def _defer_sync(self, fold_ids: list[int], base: float, cap: float) -> float:
+        """Count a failed job on each fold and keep the sweeper off it for a delay that
+        doubles per failure (``base`` .. ``cap`` seconds); the longest delay set."""
+        q = self._db.q
+        now = time.time()
+        longest = 0.0
         with self._db.transaction() as cur:
-            cur.execute(
-                self._db.q("UPDATE kaos_mem_folds SET retry_at = %s WHERE id = %s"),
-                (retry_at, fold.id),
-            )
+            for fold_id in fold_ids:
+                cur.execute(q("SELECT failures FROM kaos_mem_folds WHERE id = %s"), (fold_id,))
+                row = cur.fetchone()
+                if row is None:
+                    continue  # erased meanwhile
+                failures = int(row[0]) + 1
+                delay = min(base * 2 ** min(failures - 1, 30), cap)
+                longest = max(longest, delay)
+                cur.execute(
+                    q("UPDATE kaos_mem_folds SET failures = %s, retry_at = %s WHERE id = %s"),
+                    (failures, now + delay, fold_id),
+                )
+        return longest
 
     # --- leases -----------------------------------------------------------------------------
 
@@ -607,8 +622,8 @@ class SqlConversationStore:
             cur.execute(
                 self._db.q(
                     f"SELECT f.key, MIN(f.session), MIN(f.id) FROM kaos_mem_folds f"
-                    f" WHERE {OUTBOX} AND (f.digest_status = 'pending' OR f.retry_at IS NULL"
-                    f" OR f.retry_at <= %s) AND NOT EXISTS (SELECT 1 FROM kaos_mem_leases l"
+                    f" WHERE {OUTBOX} AND (f.retry_at IS NULL OR f.retry_at <= %s)"
+                    f" AND NOT EXISTS (SELECT 1 FROM kaos_mem_leases l"
                     f" WHERE l.key = f.key AND l.expires >= %s)"
                     f" GROUP BY f.key ORDER BY MIN(f.id) LIMIT %s"
                 ),
@@ -711,6 +726,7 @@ _SCHEMA_TEMPLATE = [
         digest_status TEXT NOT NULL,
         extraction_status TEXT NOT NULL,
         extraction_attempts INTEGER NOT NULL,
+        failures INTEGER NOT NULL,
         retry_at {double},
         created_at TEXT NOT NULL,
         extracted_at TEXT
