@@ -129,6 +129,10 @@ def _helm_failed(what: str, stderr: str) -> CliError:
 
 
 def install_cmd(args: argparse.Namespace) -> int:
+    # Usage errors first: a typo is reported without contacting any cluster.
+    for assignment in args.sets:
+        if "=" not in assignment:
+            raise CliError(f"--set {assignment}: expected KEY=VALUE", EXIT_ENVIRONMENT)
     helm = find_tool("helm")
     chart = find_chart(args.chart)
     _check_cluster()
@@ -141,8 +145,6 @@ def install_cmd(args: argparse.Namespace) -> int:
     if args.pgvector_memory_enabled:
         argv += ["--set", "devPgvector.enabled=true"]
     for assignment in args.sets:
-        if "=" not in assignment:
-            raise CliError(f"--set {assignment}: expected KEY=VALUE", EXIT_ENVIRONMENT)
         argv += ["--set", assignment]
     if args.wait:
         argv.append("--wait")

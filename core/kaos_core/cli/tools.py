@@ -57,7 +57,9 @@ def find_tool(name: str, environ: Mapping[str, str] | None = None) -> str:
         return str(cached)
     hint = {
         "helm": "install helm (https://helm.sh/docs/intro/install/) or run hack/k8s-build",
-        "kubectl": "install kubectl (https://kubernetes.io/docs/tasks/tools/)",
+        "kubectl": (
+            "install kubectl (https://kubernetes.io/docs/tasks/tools/) or run hack/k8s-build"
+        ),
     }.get(name, f"install {name}")
     raise CliError(f"{name} not found on PATH nor in {cached.parent}: {hint}", EXIT_ENVIRONMENT)
 

@@ -152,9 +152,10 @@ def test_a_set_without_a_value_is_a_usage_error(
     helm_binary: Path,
 ) -> None:
     monkeypatch.setenv("KAOS_HELM", str(helm_binary))
-    # No kubectl: the check is left to helm, which is never reached.
+    # No cluster is asked: the usage error comes before any check of the environment.
     monkeypatch.setenv("PATH", tool_dir(tmp_path))
     monkeypatch.setenv("KAOS_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
 
     assert main(["system", "install", "--set", "operator.replicas"]) == 2
     assert "expected KEY=VALUE" in one_error_line(capsys.readouterr().err)
