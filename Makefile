@@ -32,11 +32,23 @@ services: ## install and start the test services (PostgreSQL+pgvector, Kubernete
 	hack/postgres start
 	hack/k8s-build
 
+# Every shell script of the project; shellcheck comes from Debian (.ci/run installs it).
+SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/test-cluster hack/gen-crds \
+	hack/bench/memory hack/bench/memory-replicas hack/bench/operator $(wildcard hack/kind/*)
+
+# shellcheck from Debian when missing (root, or sudo), so `make test` sets up a fresh machine.
+.PHONY: tools
+tools:
+	@command -v shellcheck >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq shellcheck; }
+
 .PHONY: lint
-lint: $(STAMP) ## ruff and mypy
+lint: $(STAMP) tools ## ruff, mypy and shellcheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	shellcheck $(SHELL_SCRIPTS)
 
 .PHONY: test
 test: $(STAMP) services lint ## everything CI runs: lint, types, all tests
