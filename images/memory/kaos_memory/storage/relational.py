@@ -244,11 +244,7 @@ class SqlConversationStore:
             if needs_fold(stats.tokens, stats.events, policy):
                 # The eviction and its outbox entry commit with the write that caused them:
                 # a crash after this answer cannot lose the fold's digest or extraction.
-                self._db.lock_key(cur, key)
-                sizes = self._unfolded_sizes(cur, key)
-                count = select_fold(sizes, policy)
-                if count:
-                    fold_id = self._insert_fold(cur, key, attribution.session, sizes[:count])
+                fold_id = self._claim_in(cur, key, attribution.session, policy)
         return Appended(stats=stats, fold_id=fold_id)
 
     # --- reads ----------------------------------------------------------------------------
@@ -305,13 +301,15 @@ class SqlConversationStore:
 
     def _claim_fold_sync(self, key: str, session: str, policy: FoldPolicy) -> Fold | None:
         with self._db.transaction() as cur:
-            self._db.lock_key(cur, key)
-            sizes = self._unfolded_sizes(cur, key)
-            count = select_fold(sizes, policy)
-            if count == 0:
-                return None
-            fold_id = self._insert_fold(cur, key, session, sizes[:count])
-            return Fold(id=fold_id, key=key, session=session, turns=self._fold_turns(cur, fold_id))
+            fold_id = self._claim_in(cur, key, session, policy)
+            return None if fold_id is None else self._fold(cur, key, session, fold_id)
+
+    def _claim_in(self, cur: Cursor, key: str, session: str, policy: FoldPolicy) -> int | None:
+        """Under the key's lock, record the fold the policy asks for, if any; its id."""
+        self._db.lock_key(cur, key)
+        sizes = self._unfolded_sizes(cur, key)
+        count = select_fold(sizes, policy)
+        return self._insert_fold(cur, key, session, sizes[:count]) if count else None
 
     async def flush_session(self, key: str, session: str, idle_since: str) -> Fold | None:
         return await self._run(self._flush_session_sync, key, session, idle_since)
@@ -331,8 +329,7 @@ class SqlConversationStore:
             sizes = self._unfolded_sizes(cur, key)
             if not sizes:
                 return None
-            fold_id = self._insert_fold(cur, key, session, sizes)
-            return Fold(id=fold_id, key=key, session=session, turns=self._fold_turns(cur, fold_id))
+            return self._fold(cur, key, session, self._insert_fold(cur, key, session, sizes))
 
     def _unfolded_sizes(self, cur: Cursor, key: str) -> list[tuple[int, int]]:
         cur.execute(
@@ -381,6 +378,9 @@ class SqlConversationStore:
                 (fold_id, key, *chunk),
             )
         return fold_id
+
+    def _fold(self, cur: Cursor, key: str, session: str, fold_id: int) -> Fold:
+        return Fold(id=fold_id, key=key, session=session, turns=self._fold_turns(cur, fold_id))
 
     def _fold_turns(self, cur: Cursor, fold_id: int) -> list[TurnRow]:
         cur.execute(
