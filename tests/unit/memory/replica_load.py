@@ -9,7 +9,6 @@ from the turns alone: each folded user turn, once, tagged with the fold that evi
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fixtures.memory import MemoryServer
 from tests.support.memory import MemoryDb
+from tests.unit.memory.helpers import eventually
 
 AGENT = "kaos://agent/load/writer"
 COLOURS = ("amber", "blue", "crimson", "denim", "emerald", "fuchsia", "gold", "hazel")
@@ -147,22 +147,22 @@ async def settle(
 ) -> None:
     """Wait until no consolidation is left anywhere: the outbox is empty, no session's
     window is past the fold trigger, and every replica's executor is idle."""
-    deadline = time.monotonic() + within
-    last: Any = None
-    while True:
+
+    async def state() -> dict[str, Any]:
         over = db.relational(
             "SELECT key FROM kaos_mem_turns WHERE folded_by IS NULL GROUP BY key"
             " HAVING SUM(tokens) > %s",
             (trigger,),
         )
-        depth = db.outbox_depth()
         idles = [await idle(s) for s in servers]
-        last = {"outbox": depth, "over_trigger": len(over), "idle": idles}
-        if depth == 0 and not over and all(idles):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"consolidation did not settle in {within}s: {last}")
-        await asyncio.sleep(0.25)  # polling interval, not synchronisation
+        return {"outbox": db.outbox_depth(), "over_trigger": len(over), "idle": idles}
+
+    await eventually(
+        state,
+        lambda s: s["outbox"] == 0 and s["over_trigger"] == 0 and all(s["idle"]),
+        within=within,
+        what="consolidation settling",
+    )
 
 
 @dataclass

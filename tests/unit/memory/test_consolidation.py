@@ -14,20 +14,12 @@ import pytest
 from tests.fixtures.memory import MakeMemory, MemoryServer, memory_env
 from tests.support.devmodel import DevModel
 from tests.support.procs import console_script, free_port
-from tests.unit.memory.helpers import AGENT_A, call, headers, seed_facts, uid
+from tests.unit.memory.helpers import AGENT_A, call, eventually, headers, seed_facts, uid
 from tests.unit.memory.replica_load import audit, drive, metric_values, settle
 
 
 async def sweeps(server: MemoryServer) -> float:
     return sum((await metric_values(server.url, "kaos_memory_sweeps_total")).values())
-
-
-async def wait_for(what: str, probe: object, within: float = 60.0) -> None:
-    assert callable(probe)
-    deadline = time.monotonic() + within
-    while not await probe():
-        assert time.monotonic() < deadline, f"{what} not reached in {within}s"
-        await asyncio.sleep(0.1)  # polling interval, not synchronisation
 
 
 async def test_idle_session_is_flushed_to_digest_and_long_term(
@@ -46,7 +38,7 @@ async def test_idle_session_is_flushed_to_digest_and_long_term(
         folds = server.db.folds()
         return bool(folds) and all(f["extraction_status"] == "done" for f in folds)
 
-    await wait_for("idle flush", flushed)
+    await eventually(flushed, bool, what="idle flush")
     recall = {"level": "session", "query": "bees Porto"}
     status, doc, _ = await call(server.url, "/v1/recall", recall, hdrs=ident)
     assert status == 200, doc
@@ -65,7 +57,7 @@ async def test_idle_session_is_flushed_to_digest_and_long_term(
         folds = server.db.folds()
         return len(folds) == 2 and all(f["extraction_status"] == "done" for f in folds)
 
-    await wait_for("second idle flush", twice)
+    await eventually(twice, bool, what="second idle flush")
     status, doc, _ = await call(server.url, "/v1/recall", recall, hdrs=ident)
     assert doc["medium_term"]["version"] == 2
 
@@ -80,7 +72,7 @@ async def test_idle_flush_off_leaves_the_window_alone(memory_factory: MakeMemory
     async def swept_a_while() -> bool:
         return await sweeps(server) >= written + 10
 
-    await wait_for("ten sweeps after the write", swept_a_while)
+    await eventually(swept_a_while, bool, what="ten sweeps after the write")
     assert server.db.folds() == []
     status, doc, _ = await call(
         server.url, "/v1/recall", {"level": "session", "query": "sweet"}, hdrs=ident
@@ -172,7 +164,7 @@ async def test_work_failed_in_a_model_outage_completes_after_it_without_new_writ
         return bool(counts) and min(counts) >= 2
 
     # Both steps fail, are deferred, and are retried by sweeps (no write schedules them).
-    await wait_for("two failed jobs per fold", backing_off)
+    await eventually(backing_off, bool, what="two failed jobs per fold")
     assert all(f["digest_status"] == "pending" for f in server.db.folds())
     await devmodel.aset_faults(error_rate=0.0, routes=["digest", "extraction"])
 
@@ -180,7 +172,7 @@ async def test_work_failed_in_a_model_outage_completes_after_it_without_new_writ
         folds = server.db.folds()
         return all(f["digest_status"] == "done" and f["extraction_status"] == "done" for f in folds)
 
-    await wait_for("the outbox drained after the outage", done)
+    await eventually(done, bool, what="the outbox drained after the outage")
     stored = {p["data"] for p in server.db.vector_payloads()}
     folded = {t["content"] for t in server.db.turns() if t["folded_by"] is not None}
     assert folded and folded <= set(texts)

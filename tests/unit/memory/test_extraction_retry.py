@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kaos_memory.app import conversation_store
 from kaos_memory.executor import BackgroundExecutor, RetryPolicy
 from kaos_memory.folding import ConsolidationPolicy, Folder
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import Attribution
 from kaos_memory.settings import MemorySettings
-from kaos_memory.storage.base import FoldPolicy, FoldTag, NewTurn, TurnRow
+from kaos_memory.storage.base import ConversationStore, FoldPolicy, FoldTag, NewTurn, TurnRow
 from kaos_memory.storage.longterm import FOLD_KEY, Mem0LongTermStore
-from kaos_memory.storage.relational import SqlConversationStore
 from kaos_memory.summarizer import Summarizer
 from prometheus_client import CollectorRegistry
 
@@ -37,7 +37,7 @@ FOLD_ALL = FoldPolicy(trigger_tokens=1, target_tokens=0, max_events=10_000)
 @dataclass
 class Parts:
     settings: MemorySettings
-    conversation: SqlConversationStore
+    conversation: ConversationStore
     longterm: Mem0LongTermStore
     db: MemoryDb
 
@@ -63,14 +63,7 @@ async def parts(
         embedding_model="dev-embedder",
         embedding_dims=64,
     )
-    if dsn is None:
-        from kaos_memory.storage.sqlite import SqliteDialect
-
-        conversation = SqlConversationStore(SqliteDialect(settings.sqlite_path))
-    else:
-        from kaos_memory.storage.postgres import PostgresDialect
-
-        conversation = SqlConversationStore(PostgresDialect(dsn, pool_size=2))
+    conversation = conversation_store(settings)  # the service's own choice of backend
     longterm = Mem0LongTermStore(settings)
     await conversation.start()
     await longterm.start()

@@ -17,11 +17,14 @@ import pytest
 
 from tests.fixtures.memory import MakeMemory, MemoryServer
 from tests.support.devmodel import DevModel
+from tests.unit.memory.helpers import eventually
 from tests.unit.memory.replica_load import (
+    LoadResult,
     audit,
     drive,
     metric_values,
     settle,
+    write_pair,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -161,12 +164,9 @@ async def test_readiness_follows_postgres_and_answered_writes_survive_a_restart(
             return resp.status
 
     async def wait_ready(want: int, within: float) -> None:
-        deadline = time.monotonic() + within
-        while await ready() != want:
-            assert time.monotonic() < deadline, f"readiness never became {want}"
-            await asyncio.sleep(0.1)  # polling interval, not synchronisation
-
-    from tests.unit.memory.replica_load import LoadResult, write_pair
+        await eventually(
+            ready, lambda status: status == want, within=within, what=f"/readyz {want}"
+        )
 
     result = LoadResult()
     statuses: list[int] = []
@@ -188,19 +188,23 @@ async def test_readiness_follows_postgres_and_answered_writes_survive_a_restart(
     await wait_ready(200, 30)
     pg.stop()
     await wait_ready(503, 60)
+
     # Down until the write path has seen it too: a strict write fails (nothing written).
-    deadline = time.monotonic() + 60
-    while not any(s >= 500 or s == 0 for s in statuses):
-        assert time.monotonic() < deadline, "no write failed during the outage"
-        await asyncio.sleep(0.1)  # polling interval, not synchronisation
+    async def failed_writes() -> int:
+        return sum(1 for s in statuses if s >= 500 or s == 0)
+
+    await eventually(failed_writes, bool, what="a write failing during the outage")
     pg.start()
     await wait_ready(200, 120)
     # A few more answered writes after the recovery, then stop the load.
     answered_before = result.writes
-    deadline = time.monotonic() + 60
-    while result.writes < answered_before + 20:
-        assert time.monotonic() < deadline, "writes did not resume after the restart"
-        await asyncio.sleep(0.1)  # polling interval, not synchronisation
+
+    async def answered() -> int:
+        return result.writes
+
+    await eventually(
+        answered, lambda n: n >= answered_before + 20, what="writes resuming after the restart"
+    )
     stop.set()
     await load
 
