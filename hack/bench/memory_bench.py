@@ -40,15 +40,14 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from benchlib import devmodel, percentile, require_postgres  # noqa: E402
 from kaos_memory.scope import to_entity_id  # noqa: E402
 from kaos_memory.settings import MemorySettings  # noqa: E402
 from kaos_memory.storage.longterm import mem0_config  # noqa: E402
 
 from tests.support.postgres import (  # noqa: E402
-    admin_dsn_from_env,
     create_database,
     drop_database,
-    server_error,
     unique_name,
 )
 from tests.support.procs import console_script, free_port, start_service  # noqa: E402
@@ -92,12 +91,6 @@ WORDS = [
 
 def sentence(rng: random.Random) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(10))
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def summary(latencies: list[float], elapsed: float) -> dict[str, float]:
@@ -377,37 +370,13 @@ def main() -> None:
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    admin_dsn = None
-    if "external" in modes:
-        admin_dsn = admin_dsn_from_env()
-        error = server_error(admin_dsn)
-        if error is not None:
-            sys.exit(f"external mode needs PostgreSQL with pgvector ({admin_dsn}): {error}")
-    log_dir = Path(tempfile.mkdtemp(prefix="kaos-bench-devmodel-"))
-    port = free_port()
-    devmodel = start_service(
-        "devmodel",
-        [
-            console_script("kaos-devmodel"),
-            "--port",
-            str(port),
-            "--embedding-dims",
-            str(args.dims),
-            "--log-level",
-            "WARNING",
-        ],
-        port=port,
-        log_dir=log_dir,
-    )
+    admin_dsn = require_postgres("external mode") if "external" in modes else None
     rows: list[dict[str, Any]] = []
-    try:
+    with devmodel(args.dims) as model:
         for size in sizes:
             for mode in modes:
-                rows += run_mode(mode, size, args, f"{devmodel.url}/v1", admin_dsn)
+                rows += run_mode(mode, size, args, f"{model.url}/v1", admin_dsn)
                 print_table(rows, args.concurrency)
-    finally:
-        devmodel.stop(timeout=10)
-        shutil.rmtree(log_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -39,25 +39,17 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from benchlib import devmodel, percentile, require_postgres  # noqa: E402
+
 from tests.fixtures.memory import MemoryServer, start_memory  # noqa: E402
 from tests.support.postgres import (  # noqa: E402
-    admin_dsn_from_env,
     create_database,
     drop_database,
-    server_error,
     unique_name,
 )
-from tests.support.procs import console_script, free_port, start_service  # noqa: E402
 from tests.unit.memory.replica_load import LoadResult, drive, settle, write_pair  # noqa: E402
 
 TRIGGER = 400
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def seconds_between(start: str, end: str) -> float:
@@ -202,27 +194,12 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=50, help="write requests per session")
     parser.add_argument("--quiet-folds", type=int, default=20, help="folds timed without load")
     args = parser.parse_args()
-    admin = admin_dsn_from_env()
-    error = server_error(admin)
-    if error is not None:
-        sys.exit(f"needs PostgreSQL with pgvector ({admin}): {error}; run: make services")
-    log_dir = Path(tempfile.mkdtemp(prefix="kaos-bench-devmodel-"))
-    port = free_port()
-    devmodel = start_service(
-        "devmodel",
-        [console_script("kaos-devmodel"), "--port", str(port), "--embedding-dims", "64"],
-        port=port,
-        log_dir=log_dir,
-        ready_path="/healthz",
-    )
+    admin = require_postgres("the replicas benchmark")
     rows: list[dict[str, Any]] = []
-    try:
+    with devmodel(64) as model:
         for n in [int(x) for x in args.replicas.split(",") if x]:
-            rows.append(asyncio.run(run(n, args, f"{devmodel.url}/v1", admin)))
+            rows.append(asyncio.run(run(n, args, f"{model.url}/v1", admin)))
             print_table(rows)
-    finally:
-        devmodel.stop(timeout=10)
-        shutil.rmtree(log_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
