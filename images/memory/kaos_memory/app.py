@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from kaos_core.http import READINESS_KEY, REGISTRY_KEY, create_base_app
 
+from kaos_memory.consolidation import ConsolidationPolicy, Consolidator
 from kaos_memory.datadir import exclusive_data_dir
 from kaos_memory.executor import BackgroundExecutor, RetryPolicy
-from kaos_memory.folding import ConsolidationPolicy, Folder
 from kaos_memory.keys import (
     CONVERSATION_KEY,
     EXECUTOR_KEY,
@@ -34,7 +34,7 @@ from kaos_memory.service import MemoryService
 from kaos_memory.settings import MemorySettings
 from kaos_memory.storage.base import ConversationStore
 from kaos_memory.storage.longterm import Mem0LongTermStore
-from kaos_memory.storage.relational import SqlConversationStore
+from kaos_memory.storage.sql.store import SqlConversationStore
 from kaos_memory.summarizer import Summarizer
 from kaos_memory.sweeper import Sweeper
 
@@ -45,10 +45,10 @@ SERVICE_NAME = "kaos-memory"
 
 def conversation_store(settings: MemorySettings) -> ConversationStore:
     if settings.storage == "local":
-        from kaos_memory.storage.sqlite import SqliteDialect
+        from kaos_memory.storage.sql.sqlite import SqliteDialect
 
         return SqlConversationStore(SqliteDialect(settings.sqlite_path))
-    from kaos_memory.storage.postgres import PostgresDialect
+    from kaos_memory.storage.sql.postgres import PostgresDialect
 
     assert settings.dsn is not None
     return SqlConversationStore(PostgresDialect(settings.dsn, pool_size=settings.pg_pool_size))
@@ -121,7 +121,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     )
     executor.start()
     app[EXECUTOR_KEY] = executor
-    folder = Folder(
+    consolidator = Consolidator(
         group=settings.group,
         conversation=app[CONVERSATION_KEY],
         longterm=app[LONGTERM_KEY],
@@ -136,10 +136,10 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
             sweep_interval=settings.sweep_interval,
         ),
     )
-    log.info("replica", extra={"replica": folder.replica})
+    log.info("replica", extra={"replica": consolidator.replica})
     sweeper = Sweeper(
         conversation=app[CONVERSATION_KEY],
-        folder=folder,
+        consolidator=consolidator,
         executor=executor,
         metrics=metrics,
         interval=settings.sweep_interval,
@@ -149,7 +149,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
         settings,
         conversation=app[CONVERSATION_KEY],
         longterm=app[LONGTERM_KEY],
-        folder=folder,
+        consolidator=consolidator,
         metrics=metrics,
     )
     sweeper.start()

@@ -1,4 +1,7 @@
-"""Window and fold arithmetic, and the digest prompt: pure functions over turn rows.
+"""Window arithmetic, token counts and the digest prompt: pure functions over turn rows.
+
+How much a fold evicts is ``FoldPolicy``'s (``storage.base``), the value the service hands
+to the store with each write.
 
 Tokens are a deterministic approximation, ``ceil(chars / 4)`` plus a small per-turn
 overhead for the role framing: close enough to BPE counts for English to size a window,
@@ -7,12 +10,12 @@ identical on every replica, and free of tokenizer downloads.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-from kaos_memory.storage.base import FoldPolicy, TurnRow
+from kaos_core.tokens import turn_tokens
 
-TURN_OVERHEAD_TOKENS = 4
+from kaos_memory.storage.base import TurnRow
+
 DIGEST_SYSTEM_PROMPT = (
     "You write the KAOS session digest. Merge the previous digest and the new turns into "
     "one concise narrative of this conversation so far: who the user is, what they asked, "
@@ -22,7 +25,7 @@ DIGEST_SYSTEM_PROMPT = (
 
 
 def count_tokens(text: str) -> int:
-    return math.ceil(len(text) / 4) + TURN_OVERHEAD_TOKENS
+    return turn_tokens(text)
 
 
 def window(rows_newest_first: Sequence[TurnRow], budget: int, max_events: int) -> list[TurnRow]:
@@ -40,31 +43,6 @@ def window(rows_newest_first: Sequence[TurnRow], budget: int, max_events: int) -
         used += row.tokens
     taken.reverse()
     return taken
-
-
-def needs_fold(tokens: int, events: int, policy: FoldPolicy) -> bool:
-    return tokens > policy.trigger_tokens or events > policy.max_events
-
-
-def select_fold(sizes_oldest_first: Sequence[tuple[int, int]], policy: FoldPolicy) -> int:
-    """How many of the oldest unfolded turns to fold (0: the trigger is not crossed).
-
-    ``sizes_oldest_first`` holds ``(seq, tokens)``. The oldest turns go until the rest is
-    within the fold target and within half the event cap, so a fold makes room for
-    several more writes before the next one.
-    """
-    total = sum(t for _, t in sizes_oldest_first)
-    events = len(sizes_oldest_first)
-    if not needs_fold(total, events, policy):
-        return 0
-    event_target = max(1, policy.max_events // 2)
-    count = 0
-    for _, tokens in sizes_oldest_first:
-        if total <= policy.target_tokens and events - count <= event_target:
-            break
-        total -= tokens
-        count += 1
-    return count
 
 
 def digest_messages(previous: str | None, turns: Sequence[TurnRow]) -> list[dict[str, str]]:

@@ -40,7 +40,7 @@ from kaos_core.memory.contract import (
 from kaos_core.memory.identity import Identity
 
 from kaos_memory.compaction import count_tokens, window
-from kaos_memory.folding import Folder
+from kaos_memory.consolidation import Consolidator
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import (
     Posture,
@@ -88,13 +88,13 @@ class MemoryService:
         *,
         conversation: ConversationStore,
         longterm: LongTermStore,
-        folder: Folder,
+        consolidator: Consolidator,
         metrics: MemoryMetrics,
     ) -> None:
         self.settings = settings
         self.conversation = conversation
         self.longterm = longterm
-        self.folder = folder
+        self.consolidator = consolidator
         self.metrics = metrics
         self.posture = Posture(
             require_principal=settings.require_principal,
@@ -165,7 +165,7 @@ class MemoryService:
         if appended.fold_id is not None:
             # The fold is durable in the outbox already; a full queue only delays it to
             # the next sweep, which the answer reports as degraded.
-            scheduled = self.folder.schedule(attribution.key, attribution.session)
+            scheduled = self.consolidator.schedule(attribution.key, attribution.session)
             degraded = not scheduled
         response = WriteResponse(accepted=len(turns), scheduled=scheduled, degraded=degraded)
         return response, 202 if scheduled else 200
@@ -177,7 +177,7 @@ class MemoryService:
             raise StrictFailure(
                 f"the long-term store does not answer: {type(exc).__name__}"
             ) from exc
-        if not self.folder.executor.has_room():
+        if not self.consolidator.executor.has_room():
             raise StrictFailure("background work cannot be queued now (queue full)")
 
     # --- reads ----------------------------------------------------------------------------

@@ -22,10 +22,10 @@ import asyncio
 import contextlib
 import logging
 import random
-from datetime import UTC, datetime, timedelta
 
+from kaos_memory.clock import Clock, iso, wall_clock
+from kaos_memory.consolidation import Consolidator
 from kaos_memory.executor import BackgroundExecutor
-from kaos_memory.folding import Folder
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.storage.base import ConversationStore
 
@@ -37,18 +37,20 @@ class Sweeper:
         self,
         *,
         conversation: ConversationStore,
-        folder: Folder,
+        consolidator: Consolidator,
         executor: BackgroundExecutor,
         metrics: MemoryMetrics,
         interval: float,
         idle_flush_seconds: float,
+        clock: Clock = wall_clock,
     ) -> None:
         self.conversation = conversation
-        self.folder = folder
+        self.consolidator = consolidator
         self.executor = executor
         self.metrics = metrics
         self.interval = interval
         self.idle_flush_seconds = idle_flush_seconds
+        self.clock = clock
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -75,14 +77,13 @@ class Sweeper:
         room = self.executor.room()
         if room > 0:
             for pending in await self.conversation.outbox(room):
-                if not self.folder.schedule(pending.key, pending.session, cause="outbox"):
+                if not self.consolidator.schedule(pending.key, pending.session, cause="outbox"):
                     break
         room = self.executor.room()
         if self.idle_flush_seconds > 0 and room > 0:
-            cutoff = datetime.now(UTC) - timedelta(seconds=self.idle_flush_seconds)
-            idle_since = cutoff.isoformat(timespec="microseconds")
+            idle_since = iso(self.clock() - self.idle_flush_seconds)
             for idle in await self.conversation.idle_sessions(idle_since, room):
-                if not self.folder.schedule_flush(idle.key, idle.session, idle.last_at):
+                if not self.consolidator.schedule_flush(idle.key, idle.session, idle.last_at):
                     break
         self.metrics.outbox_depth.set(await self.conversation.outbox_depth())
         self.metrics.sweeps.inc()

@@ -5,7 +5,6 @@ from __future__ import annotations
 from kaos_memory.compaction import (
     count_tokens,
     digest_messages,
-    select_fold,
     window,
 )
 from kaos_memory.storage.base import FoldPolicy, TurnRow
@@ -30,13 +29,13 @@ def test_window_is_the_newest_suffix_within_budget_and_cap() -> None:
     assert [t.seq for t in window(rows, budget=50, max_events=100)] == [3]
 
 
-def test_select_fold() -> None:
+def test_fold_policy_selects_the_oldest_turns_down_to_the_target() -> None:
     policy = FoldPolicy(trigger_tokens=100, target_tokens=50, max_events=1000)
-    assert select_fold([(i, 10) for i in range(10)], policy) == 0  # 100 is not past 100
+    assert policy.select([(i, 10) for i in range(10)]) == 0  # 100 is not past 100
     sizes = [(i, 10) for i in range(11)]  # 110 tokens
-    assert select_fold(sizes, policy) == 6  # leaves 50
+    assert policy.select(sizes) == 6  # leaves 50
     event_policy = FoldPolicy(trigger_tokens=10_000, target_tokens=5_000, max_events=10)
-    assert select_fold([(i, 1) for i in range(11)], event_policy) == 6  # leaves 5 events
+    assert event_policy.select([(i, 1) for i in range(11)]) == 6  # leaves 5 events
 
 
 def test_digest_prompt_shape() -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from kaos_memory.app import conversation_store
+from kaos_memory.consolidation import ConsolidationPolicy, Consolidator
 from kaos_memory.executor import BackgroundExecutor, RetryPolicy
-from kaos_memory.folding import ConsolidationPolicy, Folder
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import Attribution
 from kaos_memory.settings import MemorySettings
@@ -116,7 +116,7 @@ async def test_a_retried_extraction_replaces_an_interrupted_attempts_facts(
     summarizer = Summarizer(parts.settings.model_base_url, "dev-summarizer", None, 30)
     await summarizer.start()
     executor.start()
-    folder = Folder(
+    consolidator = Consolidator(
         group=WHO.group,
         conversation=conversation,
         longterm=longterm,
@@ -128,7 +128,7 @@ async def test_a_retried_extraction_replaces_an_interrupted_attempts_facts(
         ),
     )
     try:
-        assert folder.schedule(WHO.key, WHO.session, cause="outbox")
+        assert consolidator.schedule(WHO.key, WHO.session, cause="outbox")
         assert await executor.drain(60), "the consolidation job did not finish"
     finally:
         await summarizer.close()

@@ -1,8 +1,8 @@
 """The conversational store's outbox, leases and idle-session queries, on both backends.
 
 Driven through ``SqlConversationStore`` directly (SQLite file / a fresh PostgreSQL
-database): the rules several replicas rely on, checked one by one. Expiry is exercised
-with leases granted already expired (a negative time to live), so no test waits on a clock.
+database): the rules several replicas rely on, checked one by one. The store reads a
+``FakeClock``: expiry and back-off are exercised by moving it forward, so no test waits.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from kaos_memory.clock import FakeClock, iso
 from kaos_memory.scope import Attribution
-from kaos_memory.storage.base import FoldPolicy, NewTurn
-from kaos_memory.storage.relational import SqlConversationStore, now_iso
+from kaos_memory.storage.base import ErasureSelector, FoldPolicy, NewTurn
+from kaos_memory.storage.sql.store import SqlConversationStore
 
 POLICY = FoldPolicy(trigger_tokens=30, target_tokens=10, max_events=100)
 # Writes that never fold on their own, so a test claims folds when it wants them.
@@ -21,19 +22,24 @@ NO_FOLD = FoldPolicy(trigger_tokens=10_000, target_tokens=10, max_events=10_000)
 WHO = Attribution(group="g", session="s1", principal="alice", agent="kaos://agent/a/b")
 
 
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
 @pytest.fixture(params=["local", pytest.param("external", marks=pytest.mark.postgres)])
 async def store(
-    request: pytest.FixtureRequest, tmp_path: Path
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
 ) -> AsyncIterator[SqlConversationStore]:
     if request.param == "local":
-        from kaos_memory.storage.sqlite import SqliteDialect
+        from kaos_memory.storage.sql.sqlite import SqliteDialect
 
-        s = SqlConversationStore(SqliteDialect(tmp_path / "conversation.sqlite3"))
+        s = SqlConversationStore(SqliteDialect(tmp_path / "conversation.sqlite3"), clock=clock)
     else:
-        from kaos_memory.storage.postgres import PostgresDialect
+        from kaos_memory.storage.sql.postgres import PostgresDialect
 
         dsn = request.getfixturevalue("pg_dsn")
-        s = SqlConversationStore(PostgresDialect(dsn, pool_size=2))
+        s = SqlConversationStore(PostgresDialect(dsn, pool_size=2), clock=clock)
     await s.start()
     try:
         yield s
@@ -62,7 +68,9 @@ async def test_the_write_that_crosses_the_trigger_records_the_fold(
     assert [t.content for t in fold.turns] == ["turn 0", "turn 1", "turn 2"]
 
 
-async def test_a_lease_has_one_holder_until_it_lapses(store: SqlConversationStore) -> None:
+async def test_a_lease_has_one_holder_until_it_lapses(
+    store: SqlConversationStore, clock: FakeClock
+) -> None:
     assert await store.acquire_lease("k", "extract", "a", 60)
     assert not await store.acquire_lease("k", "extract", "b", 60)
     assert await store.acquire_lease("k", "digest", "b", 60), "kinds are independent"
@@ -70,7 +78,10 @@ async def test_a_lease_has_one_holder_until_it_lapses(store: SqlConversationStor
     assert await store.renew_lease("k", "extract", "a", 60)
     assert not await store.renew_lease("k", "extract", "b", 60)
 
-    assert await store.acquire_lease("k2", "extract", "a", -1)  # granted already lapsed
+    assert await store.acquire_lease("k2", "extract", "a", 10)
+    clock.advance(10)
+    assert not await store.acquire_lease("k2", "extract", "b", 60), "held to its expiry"
+    clock.advance(0.001)
     assert await store.acquire_lease("k2", "extract", "b", 60), "a lapsed lease is taken over"
     assert not await store.renew_lease("k2", "extract", "a", 60), "the old holder lost it"
 
@@ -80,16 +91,19 @@ async def test_a_lease_has_one_holder_until_it_lapses(store: SqlConversationStor
     assert await store.acquire_lease("k", "extract", "b", 60)
 
 
-async def test_extraction_is_fenced_by_the_lease(store: SqlConversationStore) -> None:
+async def test_extraction_is_fenced_by_the_lease(
+    store: SqlConversationStore, clock: FakeClock
+) -> None:
     await write(store, 5)
     fold = await store.claim_fold(WHO.key, WHO.session, POLICY)
     assert fold is not None and len(fold.turns) == 4
     assert (await store.next_extraction(WHO.key)) == fold
 
     assert await store.begin_extraction(fold, "a") is None, "no lease, no attempt"
-    assert await store.acquire_lease(WHO.key, "extract", "a", -1)
+    assert await store.acquire_lease(WHO.key, "extract", "a", 60)
     assert await store.begin_extraction(fold, "a") == 1
     # a stalls past its lease; b takes the session over and redoes the fold.
+    clock.advance(61)
     assert await store.acquire_lease(WHO.key, "extract", "b", 60)
     assert await store.finish_extraction(fold, "a", "done") == "lost"
     assert await store.begin_extraction(fold, "b") == 2
@@ -105,15 +119,15 @@ async def test_erasure_voids_the_outbox_and_the_leases(store: SqlConversationSto
     assert fold is not None
     assert await store.acquire_lease(WHO.key, "extract", "a", 60)
     assert await store.begin_extraction(fold, "a") == 1
-    from kaos_memory.storage.base import ErasureSelector
-
     await store.erase(ErasureSelector(group="g", key=WHO.key))
     assert await store.finish_extraction(fold, "a", "done") == "gone"
     assert await store.outbox_depth() == 0
     assert await store.acquire_lease(WHO.key, "extract", "b", 60), "erasure dropped the lease"
 
 
-async def test_outbox_lists_pending_sessions_nobody_holds(store: SqlConversationStore) -> None:
+async def test_outbox_lists_pending_sessions_nobody_holds(
+    store: SqlConversationStore, clock: FakeClock
+) -> None:
     other = Attribution(group="g", session="s2", principal="bob", agent=None)
     await write(store, 5)
     await write(store, 5, other)
@@ -125,7 +139,7 @@ async def test_outbox_lists_pending_sessions_nobody_holds(store: SqlConversation
 
     assert await store.acquire_lease(WHO.key, "digest", "a", 60)
     assert {p.key for p in await store.outbox(10)} == {other.key}, "held sessions are skipped"
-    assert await store.acquire_lease(WHO.key, "digest", "a", -1)  # its holder died
+    clock.advance(61)  # its holder died: the lease lapses
     assert {p.key for p in await store.outbox(10)} == {WHO.key, other.key}
 
     # Failing work backs off: not listed again before its retry time, which doubles.
@@ -134,28 +148,31 @@ async def test_outbox_lists_pending_sessions_nobody_holds(store: SqlConversation
     assert await store.defer([fold.id], base=600, cap=900) == 600
     assert {p.key for p in await store.outbox(10)} == {WHO.key}
     assert await store.defer([fold.id], base=600, cap=900) == 900, "doubled, then capped"
-    await store.defer([fold.id], base=-10, cap=900)  # a retry time in the past: due again
-    assert {p.key for p in await store.outbox(10)} == {WHO.key, other.key}
+    clock.advance(899)
+    assert {p.key for p in await store.outbox(10)} == {WHO.key}, "not due before its time"
+    clock.advance(1)
+    assert {p.key for p in await store.outbox(10)} == {WHO.key, other.key}, "due again"
     assert await store.defer([123456], base=1, cap=2) == 0, "an erased fold is skipped"
 
 
-async def test_idle_sessions_and_their_flush(store: SqlConversationStore) -> None:
+async def test_idle_sessions_and_their_flush(store: SqlConversationStore, clock: FakeClock) -> None:
     await write(store, 2)  # below the trigger: nothing folds on its own
     assert await store.claim_fold(WHO.key, WHO.session, POLICY) is None
-    assert await store.idle_sessions("2000-01-01T00:00:00+00:00", 10) == []
-    [idle] = await store.idle_sessions(now_iso(), 10)
+    assert await store.idle_sessions(iso(clock() - 1), 10) == [], "written after the cutoff"
+    [idle] = await store.idle_sessions(iso(clock()), 10)
     assert (idle.key, idle.session) == (WHO.key, WHO.session)
 
     # A write after the sweep saw it idle: the flush does nothing.
+    clock.advance(1)
     await write(store, 1)
     assert await store.flush_session(WHO.key, WHO.session, idle.last_at) is None
-    [idle] = await store.idle_sessions(now_iso(), 10)
+    [idle] = await store.idle_sessions(iso(clock()), 10)
     fold = await store.flush_session(WHO.key, WHO.session, idle.last_at)
     assert fold is not None and len(fold.turns) == 3, "the whole window is folded"
     assert await store.window_rows(WHO.key, 10) == []
-    assert await store.idle_sessions(now_iso(), 10) == [], "flushed until the next write"
+    assert await store.idle_sessions(iso(clock()), 10) == [], "flushed until the next write"
     await write(store, 1)
-    assert [i.key for i in await store.idle_sessions(now_iso(), 10)] == [WHO.key]
+    assert [i.key for i in await store.idle_sessions(iso(clock()), 10)] == [WHO.key]
 
 
 async def test_local_restart_voids_leftover_leases(store: SqlConversationStore) -> None:

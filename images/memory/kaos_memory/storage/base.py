@@ -8,6 +8,7 @@ the Mem0-backed semantic tier. Constructors do no I/O; ``start`` opens, ``close`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -102,9 +103,39 @@ class IdleSession:
 
 @dataclass(frozen=True)
 class FoldPolicy:
+    """When a session's window folds and how much: the decision a write hands to ``append``.
+
+    The service builds it from its settings; the store applies it to the unfolded turns it
+    reads under the session's lock (it never decides on its own).
+    """
+
     trigger_tokens: int
     target_tokens: int
     max_events: int
+
+    def crossed(self, tokens: int, events: int) -> bool:
+        """Whether a window of this size must fold."""
+        return tokens > self.trigger_tokens or events > self.max_events
+
+    def select(self, sizes_oldest_first: Sequence[tuple[int, int]]) -> int:
+        """How many of the oldest unfolded turns to fold (0: the trigger is not crossed).
+
+        ``sizes_oldest_first`` holds ``(seq, tokens)``. The oldest turns go until the rest
+        is within the fold target and within half the event cap, so a fold makes room for
+        several more writes before the next one.
+        """
+        total = sum(t for _, t in sizes_oldest_first)
+        events = len(sizes_oldest_first)
+        if not self.crossed(total, events):
+            return 0
+        event_target = max(1, self.max_events // 2)
+        count = 0
+        for _, tokens in sizes_oldest_first:
+            if total <= self.target_tokens and events - count <= event_target:
+                break
+            total -= tokens
+            count += 1
+        return count
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kaos_memory.storage.relational import Cursor, schema
+from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor
 
-SCHEMA = schema(
+TYPES = ColumnTypes(
     identity="INTEGER PRIMARY KEY AUTOINCREMENT", bigint="INTEGER", boolean="INTEGER", double="REAL"
 )
 
 
 class SqliteDialect:
     threads = 1
+    types = TYPES
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -40,10 +41,7 @@ class SqliteDialect:
             self._conn.close()
             self._conn = None
 
-    def schema(self) -> list[str]:
-        return SCHEMA
-
-    def q(self, text: str) -> str:
+    def sql(self, text: str) -> str:
         return text.replace("%s", "?")
 
     @contextmanager
@@ -61,6 +59,10 @@ class SqliteDialect:
             cur.execute("COMMIT")
         finally:
             cur.close()
+
+    def lock_schema(self, cur: Cursor) -> None:
+        # BEGIN IMMEDIATE already holds the database's one write lock.
+        return None
 
     def lock_key(self, cur: Cursor, key: str) -> None:
         # BEGIN IMMEDIATE already holds the database's one write lock.

@@ -13,20 +13,22 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from kaos_memory.storage.relational import Cursor, schema
+from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor
 
-SCHEMA = schema(
+TYPES = ColumnTypes(
     identity="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
     bigint="BIGINT",
     boolean="BOOLEAN",
     double="DOUBLE PRECISION",
 )
 
-# Serialises concurrent schema creation by several replicas starting at once.
+# Serialises concurrent schema migrations by several replicas starting at once.
 _SCHEMA_LOCK = 0x6B616F73  # "kaos"
 
 
 class PostgresDialect:
+    types = TYPES
+
     def __init__(self, dsn: str, *, pool_size: int) -> None:
         self.dsn = dsn
         self.threads = pool_size
@@ -51,10 +53,7 @@ class PostgresDialect:
             self._pool.close()
             self._pool = None
 
-    def schema(self) -> list[str]:
-        return [f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK})", *SCHEMA]
-
-    def q(self, text: str) -> str:
+    def sql(self, text: str) -> str:
         return text
 
     @contextmanager
@@ -63,6 +62,9 @@ class PostgresDialect:
             raise RuntimeError("postgres store is not open")
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
+
+    def lock_schema(self, cur: Cursor) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
 
     def lock_key(self, cur: Cursor, key: str) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))

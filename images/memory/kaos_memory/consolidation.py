@@ -35,6 +35,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from kaos_memory.clock import Clock, wall_clock
 from kaos_memory.executor import BackgroundExecutor, PermanentJobError
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import Attribution
@@ -86,7 +87,9 @@ class ConsolidationPolicy:
     sweep_interval: float
 
 
-class Folder:
+class Consolidator:
+    """Schedules and runs the digest and extraction work of one store's sessions."""
+
     def __init__(
         self,
         *,
@@ -98,6 +101,7 @@ class Folder:
         metrics: MemoryMetrics,
         policy: ConsolidationPolicy,
         replica: str | None = None,
+        clock: Clock = wall_clock,
     ) -> None:
         self.group = group
         self.conversation = conversation
@@ -107,6 +111,7 @@ class Folder:
         self.metrics = metrics
         self.policy = policy
         self.replica = replica or replica_id()
+        self.clock = clock
         self._queued: set[str] = set()
 
     # --- scheduling ---------------------------------------------------------------------------
@@ -245,7 +250,7 @@ class Folder:
 
         async def work(lease: Lease) -> bool:
             while (fold := await self.conversation.next_extraction(key)) is not None:
-                if fold.retry_at is not None and fold.retry_at > time.time():
+                if fold.retry_at is not None and fold.retry_at > self.clock():
                     return False  # backing off after failures; a later sweep resumes
                 ok = await self.executor.run_with_retry(
                     "extraction", functools.partial(self._extract, fold, lease)

@@ -1,0 +1,88 @@
+"""What a SQL backend supplies, and the one transaction every storage function works in.
+
+A ``Dialect`` opens and closes the driver's connections, turns the project's ``%s``
+placeholders into the driver's style, runs a transaction and takes the per-key lock. A
+``Tx`` is one open transaction handed to the storage functions, with the clock read once
+when it began: every row a call writes carries the same time.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kaos_memory.clock import iso
+
+
+class Cursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+
+    def execute(self, query: Any, params: Any = ...) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+@dataclass(frozen=True)
+class ColumnTypes:
+    """The column types the two dialects spell differently."""
+
+    identity: str
+    bigint: str
+    boolean: str
+    double: str
+
+
+class Dialect(Protocol):
+    """What a SQL backend provides to ``SqlConversationStore``."""
+
+    threads: int
+    types: ColumnTypes
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def sql(self, text: str) -> str:
+        """``text`` with ``%s`` placeholders turned into the driver's style."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Cursor]: ...
+
+    def lock_schema(self, cur: Cursor) -> None:
+        """Serialise schema migrations of replicas starting at once (inside the transaction)."""
+        ...
+
+    def lock_key(self, cur: Cursor, key: str) -> None:
+        """Serialise fold and digest work on one key (across replicas where possible)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Tx:
+    """One open transaction: its cursor, its dialect, and the time it began."""
+
+    cur: Cursor
+    dialect: Dialect
+    now: float
+
+    @property
+    def now_iso(self) -> str:
+        return iso(self.now)
+
+    def execute(self, text: str, params: tuple[Any, ...] = ()) -> Cursor:
+        """Run one statement (``%s`` placeholders); the cursor, for its rows and rowcount."""
+        self.cur.execute(self.dialect.sql(text), params)
+        return self.cur
+
+    def one(self, text: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.execute(text, params).fetchone()
+
+    def all(self, text: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        return self.execute(text, params).fetchall()
+
+    def lock_key(self, key: str) -> None:
+        self.dialect.lock_key(self.cur, key)

@@ -1,0 +1,153 @@
+"""The conversational tables, their schema version and the migrations between versions.
+
+Tables (every name prefixed ``kaos_mem_`` so they sit beside Mem0's pgvector table):
+
+- ``turns``: one row per turn, keyed by ``kaos_group:<group>|run:<session>``, with its
+  attribution and ``folded_by`` (the fold that evicted it; NULL while in the window).
+- ``digests``: append-only digest versions per key; older versions pruned past retention.
+- ``folds``: one row per evicted batch (first/last seq, digest version, digest and
+  extraction status), so each evicted turn is covered by exactly one fold: the outbox.
+- ``attribution``: the erasure/attribution index, one row per (key, principal, agent).
+- ``sessions``: one row per session with its last write, for the idle-session flush.
+- ``leases``: who works on a session's digests or extractions, until when.
+- ``schema``: one row, the version the tables are at.
+
+``MIGRATIONS`` is ordered; migration ``n`` takes the tables from version ``n - 1`` to
+``n``. ``migrate`` runs at start, in one transaction under the dialect's schema lock, and
+applies the ones a database has not had yet. To change the tables, append a migration:
+never edit one that has shipped. Version 1 is written with ``IF NOT EXISTS``, so a
+database created before the version row existed migrates to 1 without change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaos_memory.storage.sql.dialect import ColumnTypes, Tx
+
+# The outbox predicate; the partial index ``kaos_mem_folds_outbox`` has the same one.
+OUTBOX = "(digest_status = 'pending' OR extraction_status = 'pending')"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    # One schema for both dialects: ``{identity}``, ``{bigint}``, ``{boolean}`` and
+    # ``{double}`` are replaced by the dialect's column types.
+    statements: tuple[str, ...]
+
+    def ddl(self, types: ColumnTypes) -> list[str]:
+        marks = {
+            "{identity}": types.identity,
+            "{bigint}": types.bigint,
+            "{boolean}": types.boolean,
+            "{double}": types.double,
+        }
+        out = []
+        for stmt in self.statements:
+            for mark, sql_type in marks.items():
+                stmt = stmt.replace(mark, sql_type)
+            out.append(stmt)
+        return out
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        (
+            """CREATE TABLE IF NOT EXISTS kaos_mem_turns (
+                seq {identity},
+                key TEXT NOT NULL,
+                role TEXT NOT NULL,
+                content TEXT NOT NULL,
+                tokens INTEGER NOT NULL,
+                at TEXT NOT NULL,
+                principal TEXT,
+                agent TEXT,
+                infer {boolean} NOT NULL,
+                folded_by {bigint}
+            )""",
+            "CREATE INDEX IF NOT EXISTS kaos_mem_turns_window"
+            " ON kaos_mem_turns (key, folded_by, seq)",
+            "CREATE INDEX IF NOT EXISTS kaos_mem_turns_fold ON kaos_mem_turns (folded_by)",
+            """CREATE TABLE IF NOT EXISTS kaos_mem_digests (
+                key TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                summary TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (key, version)
+            )""",
+            """CREATE TABLE IF NOT EXISTS kaos_mem_folds (
+                id {identity},
+                key TEXT NOT NULL,
+                session TEXT NOT NULL,
+                first_seq {bigint} NOT NULL,
+                last_seq {bigint} NOT NULL,
+                turns INTEGER NOT NULL,
+                tokens INTEGER NOT NULL,
+                digest_version INTEGER,
+                digest_status TEXT NOT NULL,
+                extraction_status TEXT NOT NULL,
+                extraction_attempts INTEGER NOT NULL,
+                failures INTEGER NOT NULL,
+                retry_at {double},
+                created_at TEXT NOT NULL,
+                extracted_at TEXT
+            )""",
+            "CREATE INDEX IF NOT EXISTS kaos_mem_folds_key ON kaos_mem_folds (key, digest_status)",
+            "CREATE INDEX IF NOT EXISTS kaos_mem_folds_outbox"
+            f" ON kaos_mem_folds (id) WHERE {OUTBOX}",
+            """CREATE TABLE IF NOT EXISTS kaos_mem_attribution (
+                key TEXT NOT NULL,
+                grp TEXT NOT NULL,
+                session TEXT NOT NULL,
+                principal TEXT NOT NULL,
+                agent TEXT NOT NULL,
+                PRIMARY KEY (key, principal, agent)
+            )""",
+            "CREATE INDEX IF NOT EXISTS kaos_mem_attr_principal"
+            " ON kaos_mem_attribution (grp, principal)",
+            "CREATE INDEX IF NOT EXISTS kaos_mem_attr_agent ON kaos_mem_attribution (grp, agent)",
+            """CREATE TABLE IF NOT EXISTS kaos_mem_sessions (
+                key TEXT PRIMARY KEY,
+                grp TEXT NOT NULL,
+                session TEXT NOT NULL,
+                last_at TEXT NOT NULL,
+                flushed {boolean} NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS kaos_mem_sessions_idle"
+            " ON kaos_mem_sessions (flushed, last_at)",
+            """CREATE TABLE IF NOT EXISTS kaos_mem_leases (
+                key TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                owner TEXT NOT NULL,
+                expires {double} NOT NULL,
+                PRIMARY KEY (key, kind)
+            )""",
+        ),
+    ),
+)
+
+LATEST = MIGRATIONS[-1].version
+
+
+def version(tx: Tx) -> int:
+    """The version the tables are at (0: none yet, or created before versions existed)."""
+    tx.execute("CREATE TABLE IF NOT EXISTS kaos_mem_schema (version INTEGER NOT NULL)")
+    row = tx.one("SELECT MAX(version) FROM kaos_mem_schema")
+    return 0 if row is None or row[0] is None else int(row[0])
+
+
+def migrate(tx: Tx, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """Bring the tables to the last of ``migrations``; the version they are at after."""
+    tx.dialect.lock_schema(tx.cur)
+    current = version(tx)
+    for migration in migrations:
+        if migration.version <= current:
+            continue
+        for stmt in migration.ddl(tx.dialect.types):
+            tx.execute(stmt)
+        current = migration.version
+    tx.execute("DELETE FROM kaos_mem_schema")
+    tx.execute("INSERT INTO kaos_mem_schema (version) VALUES (%s)", (current,))
+    return current

@@ -1,0 +1,162 @@
+"""``ConversationStore`` over any ``Dialect``: the concern modules behind one async boundary.
+
+Every public call is one hop to a small thread pool (one thread for SQLite, whose file has
+a single writer; a few for PostgreSQL), where one transaction runs one of the plain
+functions of ``window``, ``folds``, ``leases`` or ``erasure``; the event loop never blocks
+on the database. The clock is read once per call, when its transaction begins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Concatenate, Literal, ParamSpec, TypeVar
+
+from kaos_memory.clock import Clock, wall_clock
+from kaos_memory.scope import Attribution
+from kaos_memory.storage.base import (
+    Appended,
+    Digest,
+    Erased,
+    ErasureSelector,
+    Fold,
+    FoldPolicy,
+    IdleSession,
+    LeaseKind,
+    NewTurn,
+    PendingSession,
+    TurnRow,
+)
+from kaos_memory.storage.sql import erasure, folds, leases, schema, window
+from kaos_memory.storage.sql.dialect import Dialect, Tx
+from kaos_memory.storage.sql.folds import ExtractionOutcome
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _ping(tx: Tx) -> None:
+    tx.one("SELECT 1")
+
+
+class SqlConversationStore:
+    def __init__(self, dialect: Dialect, *, clock: Clock = wall_clock) -> None:
+        self._db = dialect
+        self._clock = clock
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _in_transaction(
+        self, fn: Callable[Concatenate[Tx, P], T], /, *a: P.args, **k: P.kwargs
+    ) -> T:
+        with self._db.transaction() as cur:
+            return fn(Tx(cur, self._db, self._clock()), *a, **k)
+
+    async def _hop(self, fn: Callable[[], T]) -> T:
+        if self._pool is None:
+            raise RuntimeError("conversation store is not started")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    async def _run(self, fn: Callable[Concatenate[Tx, P], T], /, *a: P.args, **k: P.kwargs) -> T:
+        """Run ``fn(tx, ...)`` in one transaction on the store's thread pool."""
+        return await self._hop(functools.partial(self._in_transaction, fn, *a, **k))
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._pool = ThreadPoolExecutor(
+            max_workers=self._db.threads, thread_name_prefix="kaos-conversation"
+        )
+        await self._hop(self._db.open)
+        await self._run(schema.migrate)
+
+    async def close(self) -> None:
+        if self._pool is None:
+            return
+        try:
+            await self._hop(self._db.close)
+        finally:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    async def ping(self) -> None:
+        await self._run(_ping)
+
+    async def schema_version(self) -> int:
+        return await self._run(schema.version)
+
+    # --- the window -----------------------------------------------------------------------
+
+    async def append(
+        self, attribution: Attribution, turns: list[NewTurn], infer: bool, policy: FoldPolicy
+    ) -> Appended:
+        return await self._run(window.append, attribution, turns, infer, policy)
+
+    async def window_rows(self, key: str, limit: int) -> list[TurnRow]:
+        return await self._run(window.window_rows, key, limit)
+
+    async def is_attributed(self, key: str, principal: str) -> bool:
+        return await self._run(window.is_attributed, key, principal)
+
+    async def latest_digest(self, key: str) -> Digest | None:
+        return await self._run(window.latest_digest, key)
+
+    async def idle_sessions(self, idle_since: str, limit: int) -> list[IdleSession]:
+        return await self._run(window.idle_sessions, idle_since, limit)
+
+    # --- the outbox -----------------------------------------------------------------------
+
+    async def claim_fold(self, key: str, session: str, policy: FoldPolicy) -> Fold | None:
+        return await self._run(folds.claim_fold, key, session, policy)
+
+    async def flush_session(self, key: str, session: str, idle_since: str) -> Fold | None:
+        return await self._run(folds.flush_session, key, session, idle_since)
+
+    async def pending_digest_folds(self, key: str) -> list[Fold]:
+        return await self._run(folds.pending_digest_folds, key)
+
+    async def add_digest(
+        self, key: str, summary: str, fold_ids: list[int], retention: int
+    ) -> int | None:
+        return await self._run(folds.add_digest, key, summary, fold_ids, retention)
+
+    async def next_extraction(self, key: str) -> Fold | None:
+        return await self._run(folds.next_extraction, key)
+
+    async def begin_extraction(self, fold: Fold, owner: str) -> int | None:
+        return await self._run(folds.begin_extraction, fold, owner)
+
+    async def finish_extraction(
+        self, fold: Fold, owner: str, status: Literal["done", "failed"]
+    ) -> ExtractionOutcome:
+        return await self._run(folds.finish_extraction, fold, owner, status)
+
+    async def defer(self, fold_ids: list[int], *, base: float, cap: float) -> float:
+        return await self._run(folds.defer, fold_ids, base, cap)
+
+    async def outbox(self, limit: int) -> list[PendingSession]:
+        return await self._run(folds.outbox, limit)
+
+    async def outbox_depth(self) -> int:
+        return await self._run(folds.outbox_depth)
+
+    # --- leases ---------------------------------------------------------------------------
+
+    async def acquire_lease(self, key: str, kind: LeaseKind, owner: str, ttl: float) -> bool:
+        return await self._run(leases.acquire, key, kind, owner, ttl)
+
+    async def renew_lease(self, key: str, kind: LeaseKind, owner: str, ttl: float) -> bool:
+        return await self._run(leases.renew, key, kind, owner, ttl)
+
+    async def release_lease(self, key: str, kind: LeaseKind, owner: str) -> None:
+        await self._run(leases.release, key, kind, owner)
+
+    async def release_all_leases(self) -> int:
+        """Drop every lease: only for a single-writer store whose previous process is gone."""
+        return await self._run(leases.release_all)
+
+    # --- erasure --------------------------------------------------------------------------
+
+    async def erase(self, selector: ErasureSelector) -> Erased:
+        return await self._run(erasure.erase, selector)

@@ -1,0 +1,120 @@
+"""The conversational tables' schema version and migrations, on both backends.
+
+A database comes out of ``start`` at the latest version whether it was empty, created by
+the code before versions existed (tables, no version row), or left at the previous
+version; the rows it held survive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from kaos_memory.scope import Attribution
+from kaos_memory.storage.base import FoldPolicy, NewTurn
+from kaos_memory.storage.sql import schema
+from kaos_memory.storage.sql.dialect import Dialect, Tx
+from kaos_memory.storage.sql.store import SqlConversationStore
+
+WHO = Attribution(group="g", session="s1", principal="alice", agent=None)
+NO_FOLD = FoldPolicy(trigger_tokens=10_000, target_tokens=10, max_events=10_000)
+
+MakeDialect = Callable[[], Dialect]
+
+
+@pytest.fixture(params=["local", pytest.param("external", marks=pytest.mark.postgres)])
+def make_dialect(request: pytest.FixtureRequest, tmp_path: Path) -> MakeDialect:
+    """New dialect objects over one database (each store needs its own)."""
+    if request.param == "local":
+        from kaos_memory.storage.sql.sqlite import SqliteDialect
+
+        return lambda: SqliteDialect(tmp_path / "conversation.sqlite3")
+    from kaos_memory.storage.sql.postgres import PostgresDialect
+
+    dsn = request.getfixturevalue("pg_dsn")
+    return lambda: PostgresDialect(dsn, pool_size=1)
+
+
+async def _store(make_dialect: MakeDialect) -> SqlConversationStore:
+    store = SqlConversationStore(make_dialect())
+    await store.start()
+    return store
+
+
+def _prepare(dialect: Dialect, upto: tuple[schema.Migration, ...], *, versioned: bool) -> None:
+    """Leave the database as code that knew only ``upto`` would have."""
+    dialect.open()
+    try:
+        with dialect.transaction() as cur:
+            tx = Tx(cur, dialect, 0.0)
+            if versioned:
+                schema.migrate(tx, upto)
+            else:  # before the version row existed: the tables only
+                for migration in upto:
+                    for stmt in migration.ddl(dialect.types):
+                        tx.execute(stmt)
+            if upto:  # a session the old code wrote, which the migration must keep
+                tx.execute(
+                    "INSERT INTO kaos_mem_sessions (key, grp, session, last_at, flushed)"
+                    " VALUES (%s, %s, %s, %s, %s)",
+                    ("old-key", "g", "old", "2000-01-01T00:00:00+00:00", False),
+                )
+    finally:
+        dialect.close()
+
+
+@pytest.fixture
+async def closing() -> AsyncIterator[list[SqlConversationStore]]:
+    stores: list[SqlConversationStore] = []
+    try:
+        yield stores
+    finally:
+        for store in stores:
+            await store.close()
+
+
+def test_migrations_are_numbered_in_order() -> None:
+    assert [m.version for m in schema.MIGRATIONS] == list(range(1, len(schema.MIGRATIONS) + 1))
+    assert len(schema.MIGRATIONS) == schema.LATEST
+
+
+async def test_an_empty_database_comes_out_at_the_latest_version(
+    make_dialect: MakeDialect, closing: list[SqlConversationStore]
+) -> None:
+    store = await _store(make_dialect)
+    closing.append(store)
+    assert await store.schema_version() == schema.LATEST
+    await store.append(WHO, [NewTurn("user", "hello", 3)], True, NO_FOLD)
+    assert [t.content for t in await store.window_rows(WHO.key, 10)] == ["hello"]
+
+
+async def test_a_database_at_the_latest_version_starts_again_unchanged(
+    make_dialect: MakeDialect, closing: list[SqlConversationStore]
+) -> None:
+    first = await _store(make_dialect)
+    await first.append(WHO, [NewTurn("user", "kept", 3)], True, NO_FOLD)
+    await first.close()
+    again = await _store(make_dialect)
+    closing.append(again)
+    assert await again.schema_version() == schema.LATEST
+    assert [t.content for t in await again.window_rows(WHO.key, 10)] == ["kept"]
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["previous-version", "unversioned"])
+async def test_an_older_database_is_migrated_to_the_latest_version(
+    make_dialect: MakeDialect, closing: list[SqlConversationStore], versioned: bool
+) -> None:
+    # The previous version (N-1), or for a single migration the tables as the code before
+    # versions created them: version 0 with the version-1 tables in place.
+    upto = schema.MIGRATIONS[:-1] if len(schema.MIGRATIONS) > 1 else schema.MIGRATIONS
+    if versioned and len(schema.MIGRATIONS) == 1:
+        upto = ()
+    _prepare(make_dialect(), upto, versioned=versioned)
+    store = await _store(make_dialect)
+    closing.append(store)
+    assert await store.schema_version() == schema.LATEST
+    await store.append(WHO, [NewTurn("user", "after", 3)], True, NO_FOLD)
+    assert [t.content for t in await store.window_rows(WHO.key, 10)] == ["after"]
+    idle = await store.idle_sessions("2001-01-01T00:00:00+00:00", 10)
+    assert [i.key for i in idle] == (["old-key"] if upto else []), "old rows survive"
