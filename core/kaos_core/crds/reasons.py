@@ -36,3 +36,5 @@ USER_SCOPE_NEEDS_USER_IDENTITY: Final = "UserScopeNeedsUserIdentity"
 READ_SCOPE_ABOVE_CEILING: Final = "ReadScopeAboveCeiling"
 NAME_CONFLICT: Final = "NameConflict"
 APPLY_FAILED: Final = "ApplyFailed"
+# The object does not match the operator's model of its kind (the message names the field).
+INVALID_SPEC: Final = "InvalidSpec"

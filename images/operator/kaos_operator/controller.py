@@ -4,6 +4,9 @@ Custom resources and the objects the operator owns are all watched. A change to 
 resource queues it and everything that depends on it (``RefIndex``); a change to an
 owned object queues its controlling owner. Workers start only once every cache has
 listed, so no reconcile mistakes "not cached yet" for "does not exist".
+
+The controller is the reconcilers' ``ReconcileContext``: they read its caches and write
+through it, and never see the controller itself.
 """
 
 from __future__ import annotations
@@ -12,31 +15,27 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
 from kaos_core.crds.common import CustomObject
-from pydantic import ValidationError
 
-from kaos_operator.apply import controller_uid
+from kaos_operator.apply import apply_all, controller_uid, prune
 from kaos_operator.desired.common import MANAGED_BY_SELECTOR
 from kaos_operator.events import EventRecorder
 from kaos_operator.index import ObjKey, RefIndex
 from kaos_operator.kube import OWNED_TYPES, KubeClient, Obj, ResourceType
 from kaos_operator.metrics import OperatorMetrics
 from kaos_operator.queue import Result, Workers, WorkQueue
-from kaos_operator.settings import OperatorSettings
+from kaos_operator.reconcilers import Reconciler, build_reconcilers
+from kaos_operator.settings import OperatorSettings, ReconcileSettings
 from kaos_operator.watch import Informer
 
 log = logging.getLogger(__name__)
 
 KINDS: tuple[type[CustomObject], ...] = (Agent, ModelAPI, MCPServer, MemoryStore)
-
-
-class Reconciler(Protocol):
-    async def reconcile(self, namespace: str, name: str) -> Result: ...
 
 
 @dataclass(frozen=True)
@@ -72,8 +71,8 @@ class Controller:
         self, client: KubeClient, settings: OperatorSettings, metrics: OperatorMetrics
     ) -> None:
         self.client = client
-        self.settings = settings
         self.metrics = metrics
+        self._settings = settings.reconcile
         self.recorder = EventRecorder(client, settings.leader.identity)
         self.queue = WorkQueue(backoff_base=settings.backoff_base, backoff_max=settings.backoff_max)
         self.index = RefIndex()
@@ -91,7 +90,7 @@ class Controller:
             inf = Informer(client, rt, namespace=ns, label_selector=MANAGED_BY_SELECTOR)
             inf.add_handler(self._owned_handler(rt))
             self.owned[rt.kind] = inf
-        self.reconcilers: dict[str, Reconciler] = {}
+        self.reconcilers: dict[str, Reconciler[Any]] = build_reconcilers(self)
         self.synced = False
         self._workers = Workers(self.queue, self._handle, settings.workers)
         metrics.queue_depth.set_function(lambda: self.queue.depth)
@@ -129,7 +128,11 @@ class Controller:
 
         return handle
 
-    # -- what reconcilers read -------------------------------------------------------
+    # -- the reconcilers' context ------------------------------------------------------
+
+    @property
+    def settings(self) -> ReconcileSettings:
+        return self._settings
 
     def resource(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self.resources[kind].get(namespace, name)
@@ -146,8 +149,22 @@ class Controller:
                 out.append((inf.rt, obj))
         return out
 
-    def all_resources(self, kind: str) -> list[Obj]:
-        return list(self.resources[kind].cache.values())
+    async def apply(self, owner_uid: str, desired: Sequence[Obj]) -> None:
+        await apply_all(self.client, desired, self.live)
+        await prune(self.client, self.owned_objects(owner_uid), desired)
+
+    async def write_status(self, rt: ResourceType, obj: Obj, status: Obj) -> None:
+        meta = obj["metadata"]
+        body: Obj = {
+            "apiVersion": obj["apiVersion"],
+            "kind": obj["kind"],
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "status": status,
+        }
+        await self.client.apply(body, rt=rt, sub="status")
+
+    async def record_event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
+        await self.recorder.record(obj, type_, reason, message)
 
     # -- running ---------------------------------------------------------------------
 
@@ -156,29 +173,22 @@ class Controller:
         kind, namespace, name = (str(part) for part in key)
         started = time.monotonic()
         try:
-            result = await self.reconcilers[kind].reconcile(namespace, name)
-        except ValidationError as exc:
-            # The API server validated the object; a model that disagrees is our bug.
-            log.error("object does not match the model", extra={"key": str(key), "error": str(exc)})
-            self.metrics.reconciles.labels(kind, "invalid").inc()
-            return Result()
+            outcome = await self.reconcilers[kind].reconcile(namespace, name)
         except Exception:
+            # Temporary: the status says so already; the queue retries with backoff.
             self.metrics.reconciles.labels(kind, "error").inc()
             self.metrics.errors.labels(kind).inc()
             raise
         finally:
             self.metrics.latency.labels(kind).observe(time.monotonic() - started)
-        self.metrics.reconciles.labels(kind, "ok").inc()
-        return result
+        self.metrics.reconciles.labels(kind, outcome.value).inc()
+        return Result()
 
     def informers(self) -> list[Informer]:
         return [*self.resources.values(), *self.owned.values()]
 
     async def run(self) -> None:
         """Watch and reconcile until cancelled; running reconciles finish on the way out."""
-        from kaos_operator.reconcilers import build_reconcilers
-
-        self.reconcilers = build_reconcilers(self)
         tasks = [
             asyncio.create_task(inf.run(), name=f"informer-{inf.rt.plural}")
             for inf in self.informers()

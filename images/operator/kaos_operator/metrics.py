@@ -24,7 +24,7 @@ class OperatorMetrics:
         return cls(
             reconciles=Counter(
                 "kaos_operator_reconciles",
-                "Reconciles run, by kind and result (ok, error).",
+                "Reconciles run, by kind and result (ok, gone, permanent, invalid, error).",
                 ["kind", "result"],
                 registry=registry,
             ),

@@ -13,8 +13,23 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
+from typing import Protocol
 
 log = logging.getLogger(__name__)
+
+
+class TimerHandle(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Timer(Protocol):
+    """Where delayed adds are scheduled: the event loop, or a test's manual clock."""
+
+    def time(self) -> float: ...
+
+    def call_at(
+        self, when: float, callback: Callable[[Hashable], None], key: Hashable, /
+    ) -> TimerHandle: ...
 
 
 @dataclass(frozen=True)
@@ -25,12 +40,20 @@ class Result:
 
 
 class WorkQueue:
-    def __init__(self, *, backoff_base: float = 0.5, backoff_max: float = 60.0) -> None:
+    def __init__(
+        self,
+        *,
+        backoff_base: float = 0.5,
+        backoff_max: float = 60.0,
+        timer: Timer | None = None,
+    ) -> None:
+        """``timer``: schedules delayed adds; the running event loop when not given."""
         self._queue: asyncio.Queue[Hashable] = asyncio.Queue()
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
         self._failures: dict[Hashable, int] = {}
-        self._timers: dict[Hashable, tuple[float, asyncio.TimerHandle]] = {}
+        self._timers: dict[Hashable, tuple[float, TimerHandle]] = {}
+        self._timer = timer
         self._backoff_base = backoff_base
         self._backoff_max = backoff_max
         self._closed = False
@@ -56,14 +79,14 @@ class WorkQueue:
         if delay <= 0:
             self.add(key)
             return
-        loop = asyncio.get_running_loop()
-        due = loop.time() + delay
+        timer: Timer = self._timer or asyncio.get_running_loop()
+        due = timer.time() + delay
         pending = self._timers.get(key)
         if pending is not None:
             if pending[0] <= due:
                 return
             pending[1].cancel()
-        self._timers[key] = (due, loop.call_at(due, self._fire, key))
+        self._timers[key] = (due, timer.call_at(due, self._fire, key))
 
     def _fire(self, key: Hashable) -> None:
         self._timers.pop(key, None)

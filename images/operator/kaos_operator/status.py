@@ -76,3 +76,13 @@ def status_differs(current: dict[str, Any] | None, new: dict[str, Any]) -> bool:
         return {**s, "conditions": [{"message": "", **c} for c in conds]}
 
     return norm(current) != norm(new)
+
+
+def retrying_status(current: dict[str, Any] | None, message: str) -> dict[str, Any]:
+    """The current status with only its message replaced, for a temporary error.
+
+    The conditions and phase stay as they were: the API server being briefly unreachable
+    says nothing about the workload, so a Ready resource is not flipped to not Ready
+    (its dependents would react), but the status says why the operator is retrying.
+    """
+    return {**(current or {}), "message": message}

@@ -1,22 +1,26 @@
-"""One reconciler per kind: resolve dependencies, apply desired objects, write status."""
+"""One reconciler per kind, all on the template in ``base``; they see only the context."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from kaos_operator.controller import Controller, Reconciler
+from kaos_operator.context import ReconcileContext
+from kaos_operator.reconcilers.agent import AgentReconciler
+from kaos_operator.reconcilers.base import Outcome, Reconciler
+from kaos_operator.reconcilers.mcpserver import MCPServerReconciler
+from kaos_operator.reconcilers.memorystore import MemoryStoreReconciler
+from kaos_operator.reconcilers.modelapi import ModelAPIReconciler
 
 
-def build_reconcilers(ctl: Controller) -> dict[str, Reconciler]:
-    from kaos_operator.reconcilers.agent import AgentReconciler
-    from kaos_operator.reconcilers.mcpserver import MCPServerReconciler
-    from kaos_operator.reconcilers.memorystore import MemoryStoreReconciler
-    from kaos_operator.reconcilers.modelapi import ModelAPIReconciler
+def build_reconcilers(ctx: ReconcileContext) -> dict[str, Reconciler[Any]]:
+    """A reconciler of every kind, keyed by kind."""
+    built: list[Reconciler[Any]] = [
+        AgentReconciler(ctx),
+        ModelAPIReconciler(ctx),
+        MCPServerReconciler(ctx),
+        MemoryStoreReconciler(ctx),
+    ]
+    return {r.kind: r for r in built}
 
-    return {
-        "Agent": AgentReconciler(ctl),
-        "ModelAPI": ModelAPIReconciler(ctl),
-        "MCPServer": MCPServerReconciler(ctl),
-        "MemoryStore": MemoryStoreReconciler(ctl),
-    }
+
+__all__ = ["Outcome", "Reconciler", "build_reconcilers"]

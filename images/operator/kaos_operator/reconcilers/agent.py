@@ -15,8 +15,8 @@ from kaos_operator.desired.mcpserver import mcp_endpoint
 from kaos_operator.desired.memorystore import memory_store_endpoint
 from kaos_operator.desired.modelapi import model_api_endpoint
 from kaos_operator.kube import Obj
-from kaos_operator.queue import Result
-from kaos_operator.reconcilers.base import BaseReconciler, deployment_state, is_ready
+from kaos_operator.reconcilers.base import Reconciler, deployment_state, is_ready
+from kaos_operator.status import StatusBuilder
 
 
 @dataclass
@@ -40,13 +40,13 @@ def _live_env(dep: Obj | None) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in containers[0].get("env") or [] if "name" in e}
 
 
-class AgentReconciler(BaseReconciler):
-    kind = "Agent"
+class AgentReconciler(Reconciler[Agent]):
+    model = Agent
 
     def resolve(self, agent: Agent) -> Resolution:
-        ns, spec, ctl = agent.namespace, agent.spec, self.ctl
+        ns, spec, ctx = agent.namespace, agent.spec, self.ctx
         out = Resolution()
-        api_raw = ctl.resource("ModelAPI", ns, spec.model_api)
+        api_raw = ctx.resource("ModelAPI", ns, spec.model_api)
         if api_raw is None:
             out.problems.append(
                 (reasons.MODEL_API_NOT_FOUND, f"ModelAPI {spec.model_api} not found")
@@ -61,7 +61,7 @@ class AgentReconciler(BaseReconciler):
                     (reasons.MODEL_API_NOT_READY, f"ModelAPI {spec.model_api} is not Ready")
                 )
         for name in spec.mcp_servers:
-            raw = ctl.resource("MCPServer", ns, name)
+            raw = ctx.resource("MCPServer", ns, name)
             if raw is None:
                 out.problems.append((reasons.MCP_SERVER_NOT_FOUND, f"MCPServer {name} not found"))
             elif not is_ready(raw):
@@ -70,7 +70,7 @@ class AgentReconciler(BaseReconciler):
                 )
             out.mcp.append(Endpoint(name, mcp_endpoint(ns, name)))
         for name in spec.agent_network.access:
-            peer = ctl.resource("Agent", ns, name)
+            peer = ctx.resource("Agent", ns, name)
             # A peer that does not exist yet may come later (peers can name each other),
             # so only one that exists and closed its network is left out.
             exposed = peer is None or (peer.get("spec") or {}).get("agentNetwork", {}).get(
@@ -81,7 +81,7 @@ class AgentReconciler(BaseReconciler):
         memory = spec.config.memory
         if memory_mode(memory) == "remote" and memory.memory_store:
             out.store_endpoint = memory_store_endpoint(ns, memory.memory_store)
-            raw = ctl.resource("MemoryStore", ns, memory.memory_store)
+            raw = ctx.resource("MemoryStore", ns, memory.memory_store)
             if raw is None:
                 out.store_problem = (
                     reasons.MEMORY_STORE_NOT_FOUND,
@@ -98,23 +98,18 @@ class AgentReconciler(BaseReconciler):
                 out.problems.append(out.store_problem)
         return out
 
-    async def reconcile(self, namespace: str, name: str) -> Result:
-        raw = self.ctl.resource("Agent", namespace, name)
-        if raw is None or raw["metadata"].get("deletionTimestamp"):
-            return Result()
-        agent = Agent.model_validate(raw)
-        status = self.builder(raw)
-        status.fields["endpoint"] = agent_endpoint(namespace, name)
+    async def sync(self, res: Agent, status: StatusBuilder) -> None:
+        agent, settings = res, self.ctx.settings
+        status.fields["endpoint"] = agent_endpoint(agent.namespace, agent.name)
         live = self.owned_deployment(agent)
         running = live is not None
         found = self.resolve(agent)
 
-        refusal = agent_refusal(agent, self.ctl.settings.posture, found.store_ceiling)
+        refusal = agent_refusal(agent, settings.posture, found.store_ceiling)
         if refusal is not None:
             status.condition(reasons.READY, False, refusal.reason, refusal.message)
             status.fields.update(phase=reasons.PHASE_FAILED, message=refusal.message)
-            await self.write_status(raw, status)
-            return Result()
+            return
 
         if found.problems:
             first_reason = found.problems[0][0]
@@ -140,12 +135,11 @@ class AgentReconciler(BaseReconciler):
             status.fields.update(
                 phase=reasons.PHASE_WAITING, message="waiting for dependencies to be Ready"
             )
-            await self.write_status(raw, status)
-            return Result()
+            return
 
         ctx = AgentContext(
-            images=self.ctl.settings.images,
-            posture=self.ctl.settings.posture,
+            images=settings.images,
+            posture=settings.posture,
             model_api_url=model_url,
             model_name=model_name,
             mcp_servers=tuple(found.mcp),
@@ -153,24 +147,22 @@ class AgentReconciler(BaseReconciler):
             memory_endpoint=found.store_endpoint,
             store_ceiling=found.store_ceiling,
         )
-        desired = desired_agent_objects(agent, ctx)
-        if await self.apply_guarded(raw, agent, desired, status):
-            if found.store_endpoint is not None:
-                if found.store_problem is not None:
-                    reason, message = found.store_problem
-                    status.condition(
-                        reasons.MEMORY_DEGRADED,
-                        True,
-                        reason,
-                        f"{message}; serving with short-term memory only",
-                    )
-                else:
-                    status.condition(
-                        reasons.MEMORY_DEGRADED, False, reasons.MEMORY_STORE_READY, "store Ready"
-                    )
-            dep = deployment_state(self.owned_deployment(agent))
-            status.fields.update(replicas=dep.replicas, readyReplicas=dep.ready_replicas)
-            self.workload_status(status, dep)
-            status.fields["message"] = None
-        await self.write_status(raw, status)
-        return Result()
+        if not await self.converge(agent, desired_agent_objects(agent, ctx), status):
+            return
+        if found.store_endpoint is not None:
+            if found.store_problem is not None:
+                reason, message = found.store_problem
+                status.condition(
+                    reasons.MEMORY_DEGRADED,
+                    True,
+                    reason,
+                    f"{message}; serving with short-term memory only",
+                )
+            else:
+                status.condition(
+                    reasons.MEMORY_DEGRADED, False, reasons.MEMORY_STORE_READY, "store Ready"
+                )
+        dep = deployment_state(self.owned_deployment(agent))
+        status.fields.update(replicas=dep.replicas, readyReplicas=dep.ready_replicas)
+        self.workload_status(status, dep)
+        status.fields["message"] = None

@@ -1,20 +1,51 @@
-"""What every reconciler does the same way: read the deployment's state, apply and prune
-the desired objects, and write status (with an Event when the phase changes)."""
+"""The one template every kind's reconciler follows (the shape of trust-manager's).
+
+Load the resource from the cache, validate it, let the kind compute and apply its
+desired objects (``sync``), then write status exactly once, on every path:
+
+- success: whatever ``sync`` put into the status;
+- temporary error (``TemporaryError``, or a bug): the previous status with a message
+  saying the operator is retrying; the error is re-raised so the queue retries with
+  backoff;
+- permanent error (``PermanentError``, the API server refused the objects): Ready=False
+  with reason ``ApplyFailed`` and the server's message; not retried until the resource
+  or what it depends on changes what would be applied;
+- invalid object (does not match the model): Ready=False with reason ``InvalidSpec``
+  naming the field; not retried, since nothing but a new generation can fix it.
+
+A kind's reconciler only says what its resource needs; everything it touches goes
+through ``ReconcileContext``.
+"""
 
 from __future__ import annotations
 
+import enum
+import logging
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from kaos_core.crds import reasons
 from kaos_core.crds.common import CustomObject
+from pydantic import ValidationError
 
-from kaos_operator.apply import apply_all, conflicts, prune
-from kaos_operator.kube import DEPLOYMENTS, Obj, PermanentError, ResourceType
-from kaos_operator.status import StatusBuilder, status_differs
+from kaos_operator.apply import conflicts, desired_hash
+from kaos_operator.context import ReconcileContext
+from kaos_operator.kube import DEPLOYMENTS, ApiError, Obj, PermanentError, ResourceType
+from kaos_operator.status import Clock, StatusBuilder, retrying_status, status_differs, utc_now
 
-if TYPE_CHECKING:
-    from kaos_operator.controller import Controller
+log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=CustomObject)
+
+
+class Outcome(enum.StrEnum):
+    """How a reconcile ended without asking for a retry (the metric's ``result``)."""
+
+    OK = "ok"
+    GONE = "gone"
+    PERMANENT = "permanent"
+    INVALID = "invalid"
 
 
 @dataclass(frozen=True)
@@ -53,47 +84,121 @@ def is_ready(obj: Obj | None) -> bool:
     )
 
 
-class BaseReconciler:
-    kind: str
+def invalid_message(exc: ValidationError) -> str:
+    """Which field is wrong and how, from pydantic's structured errors (no input values)."""
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False)[:3]:
+        where = ".".join(str(p) for p in err["loc"]) or "object"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
 
-    def __init__(self, ctl: Controller) -> None:
-        self.ctl = ctl
-        self.rt = ctl.resources[self.kind].rt
+
+def retry_message(exc: BaseException) -> str:
+    """A status message for a temporary error: the API's status and reason, no text of ours."""
+    if isinstance(exc, ApiError) and exc.status:
+        return f"the API server answered {exc.status} {exc.reason}".rstrip() + "; retrying"
+    if isinstance(exc, ApiError):
+        return "the API server could not be reached; retrying"
+    return "reconcile failed (see the operator's log); retrying"
+
+
+class Reconciler(ABC, Generic[R]):
+    """One kind's reconciler; subclasses set ``model`` and implement ``sync``."""
+
+    model: ClassVar[type[CustomObject]]
+
+    def __init__(self, ctx: ReconcileContext, *, clock: Clock = utc_now) -> None:
+        self.ctx = ctx
+        self.rt = ResourceType.of_kind(self.model.info)
+        self._clock = clock
+        # (namespace, name) -> (uid, generation, hash of desired objects) of the last
+        # apply the API server refused, with its error: the same apply is not sent again.
+        self._refused: dict[tuple[str, str], tuple[tuple[str, int, str], PermanentError]] = {}
+
+    @property
+    def kind(self) -> str:
+        return self.model.info.kind
+
+    @abstractmethod
+    async def sync(self, res: R, status: StatusBuilder) -> None:
+        """Resolve dependencies, apply the desired objects (``converge``), fill ``status``."""
+
+    async def reconcile(self, namespace: str, name: str) -> Outcome:
+        raw = self.ctx.resource(self.kind, namespace, name)
+        if raw is None or raw["metadata"].get("deletionTimestamp"):
+            # Owner references let the garbage collector delete what the resource owned.
+            self._refused.pop((namespace, name), None)
+            return Outcome.GONE
+        status = StatusBuilder(raw.get("status"), raw["metadata"].get("generation", 0), self._clock)
+        outcome = Outcome.OK
+        retry: Exception | None = None
+        try:
+            res = self.model.model_validate(raw)
+        except ValidationError as exc:
+            message = invalid_message(exc)
+            log.warning(
+                "object does not match its model", extra={"key": _key(raw), "error": message}
+            )
+            status.condition(reasons.READY, False, reasons.INVALID_SPEC, message)
+            status.fields.update(phase=reasons.PHASE_FAILED, message=message)
+            outcome = Outcome.INVALID
+        else:
+            try:
+                await self.sync(cast(R, res), status)
+            except PermanentError as exc:
+                status.condition(reasons.READY, False, reasons.APPLY_FAILED, exc.message)
+                status.fields.update(phase=reasons.PHASE_FAILED, message=exc.message)
+                outcome = Outcome.PERMANENT
+            except Exception as exc:  # noqa: BLE001  (re-raised below, after the status)
+                retry = exc
+        new = (
+            status.build()
+            if retry is None
+            else retrying_status(raw.get("status"), retry_message(retry))
+        )
+        try:
+            await self._write_status(raw, new)
+        except ApiError as exc:
+            if retry is None:
+                raise
+            log.warning("status not written", extra={"key": _key(raw), "error": str(exc)})
+        if retry is not None:
+            raise retry
+        return outcome
+
+    # -- what kinds share ---------------------------------------------------------------
 
     def owned_deployment(self, res: CustomObject) -> Obj | None:
-        dep = self.ctl.live(DEPLOYMENTS, res.namespace, res.name)
+        dep = self.ctx.live(DEPLOYMENTS, res.namespace, res.name)
         if dep is None:
             return None
         refs = dep["metadata"].get("ownerReferences") or []
         return dep if any(r.get("uid") == res.metadata.uid for r in refs) else None
 
-    def builder(self, raw: Obj) -> StatusBuilder:
-        return StatusBuilder(raw.get("status"), raw["metadata"].get("generation", 0))
+    async def converge(self, res: CustomObject, desired: list[Obj], status: StatusBuilder) -> bool:
+        """Apply ``desired`` and prune the rest; False (with the status saying why) when
+        another resource holds one of the names, so nothing was applied.
 
-    async def converge(self, res: CustomObject, desired: list[Obj]) -> str | None:
-        """Apply ``desired`` and prune the rest; a message when names are taken."""
-        taken = conflicts(desired, res.metadata.uid, self.ctl.live)
+        Raises ``PermanentError`` when the API server refuses the objects; the same
+        objects for the same generation are then refused again here without a request.
+        """
+        taken = conflicts(desired, res.metadata.uid, self.ctx.live)
         if taken:
-            return "names already used by another resource: " + ", ".join(taken)
-        await apply_all(self.ctl.client, desired, self.ctl.live)
-        await prune(self.ctl.client, self.ctl.owned_objects(res.metadata.uid), desired)
-        return None
-
-    async def apply_guarded(
-        self, raw: Obj, res: CustomObject, desired: list[Obj], status: StatusBuilder
-    ) -> bool:
-        """``converge``, turning a refusal into status; False when nothing was applied."""
-        try:
-            conflict = await self.converge(res, desired)
-        except PermanentError as exc:
-            status.condition(reasons.READY, False, reasons.APPLY_FAILED, exc.message)
-            status.fields.update(phase=reasons.PHASE_FAILED, message=exc.message)
-            await self.write_status(raw, status)
-            raise
-        if conflict is not None:
-            status.condition(reasons.READY, False, reasons.NAME_CONFLICT, conflict)
-            status.fields.update(phase=reasons.PHASE_FAILED, message=conflict)
+            message = "names already used by another resource: " + ", ".join(taken)
+            status.condition(reasons.READY, False, reasons.NAME_CONFLICT, message)
+            status.fields.update(phase=reasons.PHASE_FAILED, message=message)
             return False
+        key = (res.namespace, res.name)
+        attempt = (res.metadata.uid, res.metadata.generation, desired_hash({"items": desired}))
+        refused = self._refused.get(key)
+        if refused is not None and refused[0] == attempt:
+            raise refused[1]
+        try:
+            await self.ctx.apply(res.metadata.uid, desired)
+        except PermanentError as exc:
+            self._refused[key] = (attempt, exc)
+            raise
+        self._refused.pop(key, None)
         return True
 
     def workload_status(self, status: StatusBuilder, dep: DeploymentState) -> None:
@@ -106,27 +211,23 @@ class BaseReconciler:
             )
             status.fields["phase"] = reasons.PHASE_PENDING
 
-    async def write_status(self, raw: Obj, status: StatusBuilder) -> None:
-        new = status.build()
+    async def _write_status(self, raw: Obj, new: dict[str, Any]) -> None:
+        """The one place status is written: skipped when unchanged, an Event on a new phase."""
         old = raw.get("status") or {}
         if not status_differs(old, new):
             return
-        meta = raw["metadata"]
-        body: dict[str, Any] = {
-            "apiVersion": raw["apiVersion"],
-            "kind": raw["kind"],
-            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-            "status": new,
-        }
-        await self.ctl.client.apply(body, rt=self.rt, sub="status")
+        await self.ctx.write_status(self.rt, raw, new)
         phase = new.get("phase")
         if phase and phase != old.get("phase"):
-            ready = next((c for c in new["conditions"] if c["type"] == reasons.READY), None)
+            ready = next(
+                (c for c in new.get("conditions") or [] if c["type"] == reasons.READY), None
+            )
             reason = ready["reason"] if ready else phase
             message = new.get("message") or (ready or {}).get("message", "") or phase
             kind = "Warning" if phase == reasons.PHASE_FAILED else "Normal"
-            await self.ctl.recorder.record(raw, kind, reason, f"{phase}: {message}")
+            await self.ctx.record_event(raw, kind, reason, f"{phase}: {message}")
 
 
-def resource_type(ctl: Controller, kind: str) -> ResourceType:
-    return ctl.resources[kind].rt
+def _key(raw: Obj) -> str:
+    meta = raw["metadata"]
+    return f"{raw.get('kind')}/{meta.get('namespace', '')}/{meta['name']}"

@@ -6,22 +6,15 @@ from kaos_core.crds import MCPServer
 
 from kaos_operator.desired import McpContext, desired_mcpserver_objects
 from kaos_operator.desired.mcpserver import mcp_endpoint
-from kaos_operator.queue import Result
-from kaos_operator.reconcilers.base import BaseReconciler, deployment_state
+from kaos_operator.reconcilers.base import Reconciler, deployment_state
+from kaos_operator.status import StatusBuilder
 
 
-class MCPServerReconciler(BaseReconciler):
-    kind = "MCPServer"
+class MCPServerReconciler(Reconciler[MCPServer]):
+    model = MCPServer
 
-    async def reconcile(self, namespace: str, name: str) -> Result:
-        raw = self.ctl.resource("MCPServer", namespace, name)
-        if raw is None or raw["metadata"].get("deletionTimestamp"):
-            return Result()
-        server = MCPServer.model_validate(raw)
-        status = self.builder(raw)
-        status.fields["endpoint"] = mcp_endpoint(namespace, name)
-        desired = desired_mcpserver_objects(server, McpContext(images=self.ctl.settings.images))
-        if await self.apply_guarded(raw, server, desired, status):
-            self.workload_status(status, deployment_state(self.owned_deployment(server)))
-        await self.write_status(raw, status)
-        return Result()
+    async def sync(self, res: MCPServer, status: StatusBuilder) -> None:
+        status.fields["endpoint"] = mcp_endpoint(res.namespace, res.name)
+        ctx = McpContext(images=self.ctx.settings.images)
+        if await self.converge(res, desired_mcpserver_objects(res, ctx), status):
+            self.workload_status(status, deployment_state(self.owned_deployment(res)))

@@ -7,23 +7,16 @@ from kaos_core.crds import ModelAPI
 
 from kaos_operator.desired import ModelAPIContext, desired_modelapi_objects
 from kaos_operator.desired.modelapi import model_api_endpoint
-from kaos_operator.queue import Result
-from kaos_operator.reconcilers.base import BaseReconciler, deployment_state
+from kaos_operator.reconcilers.base import Reconciler, deployment_state
+from kaos_operator.status import StatusBuilder
 
 
-class ModelAPIReconciler(BaseReconciler):
-    kind = "ModelAPI"
+class ModelAPIReconciler(Reconciler[ModelAPI]):
+    model = ModelAPI
 
-    async def reconcile(self, namespace: str, name: str) -> Result:
-        raw = self.ctl.resource("ModelAPI", namespace, name)
-        if raw is None or raw["metadata"].get("deletionTimestamp"):
-            return Result()
-        api = ModelAPI.model_validate(raw)
-        status = self.builder(raw)
-        status.fields["endpoint"] = model_api_endpoint(api)
-        status.fields["models"] = api.spec.served_models()
-        desired = desired_modelapi_objects(api, ModelAPIContext(images=self.ctl.settings.images))
-        if await self.apply_guarded(raw, api, desired, status):
-            self.workload_status(status, deployment_state(self.owned_deployment(api)))
-        await self.write_status(raw, status)
-        return Result()
+    async def sync(self, res: ModelAPI, status: StatusBuilder) -> None:
+        status.fields["endpoint"] = model_api_endpoint(res)
+        status.fields["models"] = res.spec.served_models()
+        ctx = ModelAPIContext(images=self.ctx.settings.images)
+        if await self.converge(res, desired_modelapi_objects(res, ctx), status):
+            self.workload_status(status, deployment_state(self.owned_deployment(res)))
