@@ -34,11 +34,15 @@ class NotSynced(Exception):
     """The leader has not listed every resource yet."""
 
 
+class LeaderElectionStalled(Exception):
+    """The last attempt to acquire or renew the Lease failed (the log says why)."""
+
+
 def create_app(settings: OperatorSettings, *, client: KubeClient | None = None) -> web.Application:
     app = create_base_app("kaos-operator")
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = OperatorMetrics.create(app[REGISTRY_KEY])
-    app[STATE_KEY] = {"controller": None, "leading": False}
+    app[STATE_KEY] = {"controller": None, "leading": False, "elector": None}
     if client is not None:
         app[CLIENT_KEY] = client
     app.cleanup_ctx.append(_kube_client)
@@ -50,7 +54,15 @@ def create_app(settings: OperatorSettings, *, client: KubeClient | None = None) 
         if app[STATE_KEY]["leading"] and (ctl is None or not ctl.synced):
             raise NotSynced()
 
+    async def leader_election_progressing() -> None:
+        # A standby watching another holder is progressing; a candidate whose requests
+        # fail (no such namespace, forbidden, unreachable) is not, and says so here.
+        elector = app[STATE_KEY]["elector"]
+        if elector is not None and not elector.progressing:
+            raise LeaderElectionStalled()
+
     app[READINESS_KEY].add("controller", controller_ready)
+    app[READINESS_KEY].add("leader_election", leader_election_progressing)
     return app
 
 
@@ -83,7 +95,17 @@ async def _run_controller(app: web.Application) -> AsyncIterator[None]:
 
     elector: LeaderElector | None = None
     if settings.leader_election:
-        elector = LeaderElector(client, settings.leader, on_change)
+        leader = settings.leader
+        log.info(
+            "campaigning for the leader Lease",
+            extra={
+                "namespace": leader.namespace,
+                "lease": leader.lease_name,
+                "identity": leader.identity,
+            },
+        )
+        elector = LeaderElector(client, leader, on_change)
+        state["elector"] = elector
         task = asyncio.create_task(elector.run(lead), name="kaos-elector")
     else:
         on_change(True)

@@ -6,6 +6,11 @@ Only the holder of the Lease runs the controller. The holder renews every
 not matter). A holder that cannot renew within ``renew_deadline`` stops leading before
 anyone else may start. On graceful shutdown the holder releases the Lease, so a standby
 takes over at its next retry instead of after a full lease duration.
+
+An election that cannot make progress must not be silent: every failed attempt to
+acquire or renew is logged at WARNING with the API server's status and reason and the
+Lease's namespace, and ``progressing`` turns False until an attempt gets an answer
+(the app's readiness reports it). A standby that sees another holder is progressing.
 """
 
 from __future__ import annotations
@@ -16,14 +21,26 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
-from kaos_operator.kube import LEASES, ApiError, KubeClient, Obj
+from kaos_operator.kube import LEASES, ApiError, Obj, ResourceType
 from kaos_operator.settings import LeaderSettings
 
 log = logging.getLogger(__name__)
 
 Lead = Callable[[], Coroutine[Any, Any, None]]
+
+
+class LeaseClient(Protocol):
+    """The requests an election makes (``KubeClient`` has them)."""
+
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None: ...
+
+    async def create(self, rt: ResourceType, namespace: str | None, body: Obj) -> Obj: ...
+
+    async def replace(
+        self, rt: ResourceType, namespace: str | None, name: str, body: Obj
+    ) -> Obj: ...
 
 
 def micro_time(t: datetime | None = None) -> str:
@@ -33,7 +50,7 @@ def micro_time(t: datetime | None = None) -> str:
 class LeaderElector:
     def __init__(
         self,
-        client: KubeClient,
+        client: LeaseClient,
         settings: LeaderSettings,
         on_change: Callable[[bool], None] | None = None,
     ) -> None:
@@ -43,6 +60,8 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self.leading = False
+        # True until an attempt fails; the first attempt is made at once on ``run``.
+        self.progressing = True
 
     @property
     def identity(self) -> str:
@@ -85,6 +104,7 @@ class LeaderElector:
             current = await self._client.get(LEASES, ns, name)
             if current is None:
                 await self._client.create(LEASES, ns, self._lease_body(None, now))
+                self.progressing = True
                 return True
             spec = current.get("spec") or {}
             holder = spec.get("holderIdentity") or ""
@@ -94,12 +114,30 @@ class LeaderElector:
             duration = float(spec.get("leaseDurationSeconds") or self._s.lease_duration)
             expired = time.monotonic() > self._observed_at + duration
             if holder and holder != self.identity and not expired:
+                self.progressing = True  # a healthy standby
                 return False
             await self._client.replace(LEASES, ns, name, self._lease_body(current, now))
-            return True
         except ApiError as exc:
-            log.debug("lease attempt failed", extra={"error": str(exc)})
+            # A conflict means another candidate wrote the Lease first: the election moves.
+            self.progressing = exc.status == 409
+            log.warning(
+                "cannot renew the leader Lease"
+                if self.leading
+                else "cannot acquire the leader Lease",
+                extra={
+                    "namespace": ns,
+                    "lease": name,
+                    "identity": self.identity,
+                    "status": exc.status,
+                    "reason": exc.reason,
+                    # The API server's own words (which namespace is missing, which verb
+                    # is forbidden); it never echoes a credential.
+                    "detail": exc.message[:300],
+                },
+            )
             return False
+        self.progressing = True
+        return True
 
     async def _acquire(self) -> None:
         while True:

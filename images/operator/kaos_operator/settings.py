@@ -1,20 +1,31 @@
 """The operator's settings: cluster posture, default images, leader election, serving.
 
 One environment-backed object, validated before anything starts, that hands out typed
-groups (``posture``, ``images``, ``leader``). The posture is the operator's alone: no
-Agent or MemoryStore can change what it makes the memory services enforce.
+groups (``reconcile``, ``leader``). The posture is the operator's alone: no Agent or
+MemoryStore can change what it makes the memory services enforce.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import yaml
 from kaos_core import __version__
 from kaos_core.settings import EnvSettings
+from kubernetes_asyncio.config import ConfigException
+from kubernetes_asyncio.config.kube_config import list_kube_config_contexts
 from pydantic import Field, model_validator
+
+log = logging.getLogger(__name__)
+
+# Mounted into every pod with a service account: the pod's own namespace.
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 
@@ -54,6 +65,14 @@ class Images:
     litellm: str
     ollama: str
     pull_policy: PullPolicy = "IfNotPresent"
+
+
+@dataclass(frozen=True)
+class ReconcileSettings:
+    """What reconcilers read: the images they deploy and the posture they enforce."""
+
+    images: Images
+    posture: Posture
 
 
 @dataclass(frozen=True)
@@ -105,7 +124,11 @@ class OperatorSettings(EnvSettings):
     watch_namespace: str | None = Field(
         default=None, description="Watch only this namespace (default: all namespaces)."
     )
-    namespace: str = Field(default="kaos-system", description="Namespace of the leader Lease.")
+    namespace: str | None = Field(
+        default=None,
+        description="Namespace of the leader Lease (default: the operator's own, see "
+        "``lease_namespace``).",
+    )
     host: str = "0.0.0.0"
     port: int = Field(default=8081, ge=0, le=65535)
     log_level: str = "INFO"
@@ -145,14 +168,52 @@ class OperatorSettings(EnvSettings):
         )
 
     @property
+    def reconcile(self) -> ReconcileSettings:
+        return ReconcileSettings(images=self.images, posture=self.posture)
+
+    @property
     def leader(self) -> LeaderSettings:
         identity = self.identity or f"{socket.gethostname()}-{os.getpid()}"
         return LeaderSettings(
             enabled=self.leader_election,
-            namespace=self.namespace,
+            namespace=self.namespace or lease_namespace(self.kubeconfig),
             lease_name=self.lease_name,
             identity=identity,
             lease_duration=self.lease_duration,
             renew_deadline=self.renew_deadline,
             retry_period=self.retry_period,
         )
+
+
+def lease_namespace(
+    kubeconfig: str | None,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    service_account_namespace: Path = SERVICE_ACCOUNT_NAMESPACE,
+) -> str:
+    """The operator's own namespace, where its Lease lives unless a setting names one.
+
+    In a pod: ``POD_NAMESPACE`` (the downward API) or the service account's namespace
+    file, unless a kubeconfig was given explicitly. Outside: the namespace of the
+    kubeconfig's current context, else ``default`` (as kubectl resolves it). A fixed
+    default such as ``kaos-system`` would leave an operator on a cluster without that
+    namespace unable to ever create its Lease.
+    """
+    if environ.get("POD_NAMESPACE"):
+        return environ["POD_NAMESPACE"]
+    if not kubeconfig:
+        try:
+            own = service_account_namespace.read_text().strip()
+        except OSError:
+            own = ""
+        if own:
+            return own
+    try:
+        _, current = list_kube_config_contexts(kubeconfig)
+    except (ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
+        # Connecting with the same file reports its problem loudly; here it only means
+        # there is no context namespace to take.
+        log.debug("no kubeconfig context to take a namespace from", extra={"error": str(exc)})
+        return "default"
+    namespace = ((current or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else "default"

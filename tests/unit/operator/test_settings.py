@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from kaos_core.settings import SettingsError
-from kaos_operator.settings import OperatorSettings
+from kaos_operator.settings import OperatorSettings, lease_namespace
 
 
 def test_posture_from_env() -> None:
@@ -36,3 +38,43 @@ def test_lease_timing_invariant() -> None:
         )
     with pytest.raises(SettingsError, match="KAOS_IMAGE_PULL_POLICY"):
         OperatorSettings.from_env({"KAOS_IMAGE_PULL_POLICY": "Sometimes"})
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: not-a-real-token}}]
+contexts:
+  - {name: plain, context: {cluster: c, user: u}}
+  - {name: team, context: {cluster: c, user: u, namespace: team-a}}
+current-context: %s
+"""
+
+
+def test_lease_namespace_follows_the_operator(tmp_path: Path) -> None:
+    sa = tmp_path / "namespace"
+    sa.write_text("kaos-prod\n")
+    team = tmp_path / "team.yaml"
+    team.write_text(KUBECONFIG % "team")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(KUBECONFIG % "plain")
+    missing = tmp_path / "missing"
+
+    # In a pod: the downward API's POD_NAMESPACE, else the service account's namespace.
+    assert lease_namespace(None, environ={"POD_NAMESPACE": "ops"}) == "ops"
+    assert lease_namespace(None, environ={}, service_account_namespace=sa) == "kaos-prod"
+    # Outside: the kubeconfig context's namespace, else "default" (as kubectl says).
+    assert lease_namespace(str(team), environ={}, service_account_namespace=sa) == "team-a"
+    assert lease_namespace(str(plain), environ={}, service_account_namespace=missing) == "default"
+    assert lease_namespace(str(missing), environ={}, service_account_namespace=missing) == "default"
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("contexts: [")
+    assert lease_namespace(str(broken), environ={}, service_account_namespace=missing) == "default"
+
+
+def test_an_explicit_lease_namespace_wins(tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(KUBECONFIG % "team")
+    s = OperatorSettings.from_env({"KUBECONFIG": str(team), "KAOS_OPERATOR_NAMESPACE": "ops"})
+    assert s.leader.namespace == "ops"
+    assert OperatorSettings.from_env({"KUBECONFIG": str(team)}).leader.namespace == "team-a"
