@@ -31,6 +31,7 @@ from kaos_memory.storage.base import (
 )
 from kaos_memory.storage.sql import erasure, folds, leases, schema, window
 from kaos_memory.storage.sql.dialect import Dialect, Tx
+from kaos_memory.storage.sql.errors import wrap
 from kaos_memory.storage.sql.folds import ExtractionOutcome
 
 P = ParamSpec("P")
@@ -56,7 +57,14 @@ class SqlConversationStore:
     async def _hop(self, fn: Callable[[], T]) -> T:
         if self._pool is None:
             raise RuntimeError("conversation store is not started")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+        except Exception as exc:
+            # The one edge where driver errors become the storage family (``wrap``).
+            wrapped = wrap(exc)
+            if wrapped is None:
+                raise
+            raise wrapped from exc
 
     async def _run(self, fn: Callable[Concatenate[Tx, P], T], /, *a: P.args, **k: P.kwargs) -> T:
         """Run ``fn(tx, ...)`` in one transaction on the store's thread pool."""

@@ -1,0 +1,19 @@
+"""The one error family every store raises: driver errors are wrapped at the store's edge.
+
+``StorageError`` is the root: the store could not do what was asked. ``StorageUnavailable``
+is the temporary case (the backend does not answer, a connection or lock timed out, the
+model behind the vector index is down): retrying later can succeed. Anything else a store
+raises is a bug, and the service lets it become a 500 instead of a ``degraded`` answer.
+The message names the store and the operation only; the driver's error stays chained as
+``__cause__`` for the log, and never reaches a client.
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """A store failed (permanent or unknown cause)."""
+
+
+class StorageUnavailable(StorageError):
+    """A store is temporarily unable to answer; the same call may succeed later."""
