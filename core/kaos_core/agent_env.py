@@ -10,7 +10,7 @@ from __future__ import annotations
 # Identity and listening address.
 AGENT_NAME = "AGENT_NAME"
 AGENT_DESCRIPTION = "AGENT_DESCRIPTION"
-AGENT_IDENTITY = "AGENT_IDENTITY"  # kaos://agent/<namespace>/<name>
+AGENT_IDENTITY = "AGENT_IDENTITY"  # kaos_core.memory.identity.agent_identity(ns, name)
 AGENT_HOST = "AGENT_HOST"
 AGENT_PORT = "AGENT_PORT"
 AGENT_PUBLIC_URL = "AGENT_PUBLIC_URL"  # the URL peers and the agent card use
@@ -56,7 +56,7 @@ MCP_TOOLS_STRING = "MCP_TOOLS_STRING"
 MCP_ALLOWED_HOSTS = "MCP_ALLOWED_HOSTS"
 MCP_SERVER_NAME = "MCP_SERVER_NAME"
 
-# Request headers the runtime reads and propagates.
-PRINCIPAL_HEADER = "X-Principal"
-SESSION_HEADER = "X-Session-Id"
+# The one request header of the agent runtime alone: how deep in a delegation chain a
+# call is. Identity headers (X-Principal, X-Session-Id) are the memory contract's, in
+# ``kaos_core.memory.identity``; X-Request-Id is ``kaos_core.http.middleware``'s.
 DELEGATION_DEPTH_HEADER = "X-KAOS-Delegation-Depth"

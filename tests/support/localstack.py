@@ -44,10 +44,10 @@ import psycopg
 import yaml
 from kaos_agent.mcp_runtime.settings import McpSettings
 from kaos_agent.settings import AgentSettings
-from kaos_core.agent_env import PRINCIPAL_HEADER, SESSION_HEADER
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
 from kaos_core.devmodel import DevModelSettings
 from kaos_core.memory.client import MemoryServiceClient
+from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
 from kaos_memory.settings import MemorySettings
 from kaos_operator.desired import AgentContext, Endpoint, McpContext, MemoryStoreContext
 from kaos_operator.desired import agent_env as desired_agent_env

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
+from kaos_core.http.middleware import REQUEST_ID_HEADER
 from kaos_core.memory.contract import (
     ALL_TIERS,
     ErrorResponse,
@@ -122,7 +123,7 @@ class MemoryServiceClient:
     ) -> R:
         headers = identity.headers()
         if request_id is not None:
-            headers["X-Request-Id"] = request_id
+            headers[REQUEST_ID_HEADER] = request_id
         try:
             async with self._http().post(
                 self.base_url + path,

@@ -1,77 +1,103 @@
 """The agent's aiohttp application: chat completions, A2A, health and metrics.
 
-Everything with a lifetime (the peer HTTP session, the memory client, the A2A task
-store, the autonomous loop) is created and closed by ``cleanup_ctx`` generators, in
-that order, so shutdown closes only what started.
+``create_app(settings, deps=AgentDeps(...))`` builds the graph; every part ``deps``
+leaves out is built from the settings, and tests hand in their own (a model, a memory
+backend, toolsets, the peers' HTTP session, the autonomous loop's sleep). Everything
+with a lifetime (the peer HTTP session, the memory backend, the A2A task store, the
+autonomous loop) is created and closed by ``cleanup_ctx`` generators, in that order, so
+shutdown closes only what started; a part handed in through ``deps`` belongs to the
+caller and is not closed here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
 from kaos_core.http import REGISTRY_KEY, create_base_app
 from kaos_core.memory.client import MemoryServiceClient
 from pydantic_ai.mcp import MCPToolset
+from pydantic_ai.models import Model
+from pydantic_ai.toolsets import AbstractToolset
 
 from kaos_agent.a2a.card import CardBuilder
 from kaos_agent.a2a.server import A2AServer
 from kaos_agent.a2a.tasks import TaskStore
-from kaos_agent.autonomous import autonomous_loop
+from kaos_agent.autonomous import Sleep, autonomous_loop
 from kaos_agent.chat import chat_completions
 from kaos_agent.context import RunDeps
 from kaos_agent.delegation import PeerClient
-from kaos_agent.loop import build_agent
+from kaos_agent.loop import agent_toolsets, build_agent, openai_model
 from kaos_agent.memory.base import Memory, NoMemory
 from kaos_agent.memory.local import LocalMemory
 from kaos_agent.memory.remote import RemoteMemory
 from kaos_agent.metrics import AgentMetrics
 from kaos_agent.runner import AgentRuntime
-from kaos_agent.settings import AgentSettings
-from kaos_agent.toolsets import mcp_toolsets
-
-SETTINGS_KEY = web.AppKey("agent_settings", AgentSettings)
-METRICS_KEY = web.AppKey("agent_metrics", AgentMetrics)
-PEERS_KEY = web.AppKey("agent_peer_client", PeerClient)
-MEMORY_KEY = web.AppKey("agent_memory", object)
-RUNTIME_KEY = web.AppKey("agent_runtime", AgentRuntime)
-A2A_KEY = web.AppKey("agent_a2a", A2AServer)
-CARD_KEY = web.AppKey("agent_card", CardBuilder)
+from kaos_agent.settings import AgentMemorySettings, AgentSettings
+from kaos_agent.toolsets import GuardedToolset, mcp_toolsets
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
-def build_memory(settings: AgentSettings, metrics: AgentMetrics) -> Memory:
-    if settings.memory_type == "remote":
-        assert settings.memory_endpoint is not None  # checked by the settings
+@dataclass(frozen=True)
+class AgentDeps:
+    """Parts of the graph given from outside instead of built from the settings."""
+
+    # The reasoning loop's model; default the OpenAI-compatible ModelAPI of the settings.
+    model: Model | None = None
+    # The memory backend; default the one ``settings.memory`` names.
+    memory: Memory | None = None
+    # Tool servers' toolsets (each is guarded); default one MCP toolset per MCP_SERVERS entry.
+    toolsets: Sequence[AbstractToolset[RunDeps]] | None = None
+    # The HTTP session delegations go through; default one the app opens and closes.
+    peer_http: aiohttp.ClientSession | None = None
+    # How the autonomous loop waits between iterations.
+    sleep: Sleep = asyncio.sleep
+
+
+SETTINGS_KEY = web.AppKey("agent_settings", AgentSettings)
+DEPS_KEY = web.AppKey("agent_deps", AgentDeps)
+METRICS_KEY = web.AppKey("agent_metrics", AgentMetrics)
+PEERS_KEY = web.AppKey("agent_peer_client", PeerClient)
+MEMORY_KEY = web.AppKey("agent_memory", Memory)
+RUNTIME_KEY = web.AppKey("agent_runtime", AgentRuntime)
+A2A_KEY = web.AppKey("agent_a2a", A2AServer)
+CARD_KEY = web.AppKey("agent_card", CardBuilder)
+
+
+def build_memory(settings: AgentMemorySettings, metrics: AgentMetrics) -> Memory:
+    if settings.type == "remote":
+        assert settings.endpoint is not None  # checked by the settings
         client = MemoryServiceClient(
-            settings.memory_endpoint,
-            agent_identity=settings.identity,
-            timeout=settings.memory_timeout_seconds,
-            failure_mode=settings.memory_failure_mode,
+            settings.endpoint,
+            agent_identity=settings.agent_identity,
+            timeout=settings.timeout_seconds,
+            failure_mode=settings.failure_mode,
         )
         return RemoteMemory(
             client,
-            max_read_scope=settings.memory_max_read_scope,
-            failure_mode=settings.memory_failure_mode,
-            top_k=settings.memory_top_k,
-            require_principal=settings.memory_require_principal,
+            max_read_scope=settings.max_read_scope,
+            failure_mode=settings.failure_mode,
+            top_k=settings.top_k,
+            require_principal=settings.require_principal,
             metrics=metrics,
         )
-    if settings.memory_type == "local":
-        return LocalMemory(settings.memory_token_budget)
+    if settings.type == "local":
+        return LocalMemory(settings.token_budget)
     return NoMemory()
 
 
-def create_app(settings: AgentSettings) -> web.Application:
+def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web.Application:
     app = create_base_app("kaos-agent", max_body_bytes=MAX_BODY_BYTES)
-    metrics = AgentMetrics.create(app[REGISTRY_KEY])
     app[SETTINGS_KEY] = settings
-    app[METRICS_KEY] = metrics
+    app[DEPS_KEY] = deps or AgentDeps()
+    app[METRICS_KEY] = AgentMetrics.create(app[REGISTRY_KEY])
     app.cleanup_ctx.append(_peers_ctx)
+    app.cleanup_ctx.append(_memory_ctx)
     app.cleanup_ctx.append(_runtime_ctx)
     app.cleanup_ctx.append(_autonomous_ctx)
 
@@ -85,49 +111,80 @@ def create_app(settings: AgentSettings) -> web.Application:
 
 
 async def _peers_ctx(app: web.Application) -> AsyncIterator[None]:
-    http = aiohttp.ClientSession()
-    app[PEERS_KEY] = PeerClient(http, timeout=app[SETTINGS_KEY].delegation_timeout_seconds)
-    yield
-    await http.close()
+    given = app[DEPS_KEY].peer_http
+    http = given or aiohttp.ClientSession()
+    try:
+        app[PEERS_KEY] = PeerClient(http, timeout=app[SETTINGS_KEY].delegation.timeout_seconds)
+        yield
+    finally:
+        if given is None:
+            await http.close()
+
+
+async def _memory_ctx(app: web.Application) -> AsyncIterator[None]:
+    given = app[DEPS_KEY].memory
+    memory = given or build_memory(app[SETTINGS_KEY].memory, app[METRICS_KEY])
+    app[MEMORY_KEY] = memory
+    try:
+        yield
+    finally:
+        if given is None:
+            await memory.close()
 
 
 async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
-    settings, metrics = app[SETTINGS_KEY], app[METRICS_KEY]
-    memory = build_memory(settings, metrics)
-    mcp = mcp_toolsets(settings.mcp_servers, metrics, timeout=settings.model_timeout_seconds)
-    agent = build_agent(
-        settings,
-        metrics,
-        peer_client=lambda: app[PEERS_KEY],
-        remote_memory=memory if isinstance(memory, RemoteMemory) else None,
-        mcp=mcp,
+    settings, deps, metrics = app[SETTINGS_KEY], app[DEPS_KEY], app[METRICS_KEY]
+    memory = app[MEMORY_KEY]
+    tools = (
+        mcp_toolsets(settings.tools, metrics)
+        if deps.toolsets is None
+        else [GuardedToolset(t, label_text="tools", metrics=metrics) for t in deps.toolsets]
     )
-    runtime = AgentRuntime(agent, memory, metrics, max_steps=settings.max_steps)
+    agent = build_agent(
+        name=settings.name,
+        instructions=settings.instructions,
+        model=deps.model or openai_model(settings.model),
+        model_settings=settings.model,
+        delegation=settings.delegation,
+        toolsets=agent_toolsets(
+            tools=tools,
+            delegation=settings.delegation,
+            peer_client=lambda: app[PEERS_KEY],
+            memory=settings.memory,
+            remote_memory=memory if isinstance(memory, RemoteMemory) else None,
+            metrics=metrics,
+        ),
+    )
+    runtime = AgentRuntime(agent, memory, metrics, max_steps=settings.model.max_steps)
     tasks = TaskStore()
-    app[MEMORY_KEY] = memory
-    app[RUNTIME_KEY] = runtime
-    app[A2A_KEY] = A2AServer(runtime, tasks)
-    listed: list[tuple[str, MCPToolset[RunDeps]]] = [
-        (t.label_text.removeprefix("mcp:"), t.wrapped)
-        for t in mcp
-        if isinstance(t.wrapped, MCPToolset)
-    ]
-    app[CARD_KEY] = CardBuilder(settings, listed)
-    yield
-    await tasks.close()
-    await memory.close()
+    try:
+        app[RUNTIME_KEY] = runtime
+        app[A2A_KEY] = A2AServer(runtime, tasks)
+        listed: list[tuple[str, MCPToolset[RunDeps]]] = [
+            (t.label_text.removeprefix("mcp:"), t.wrapped)
+            for t in tools
+            if isinstance(t.wrapped, MCPToolset)
+        ]
+        app[CARD_KEY] = CardBuilder(settings, listed)
+        yield
+    finally:
+        await tasks.close()
 
 
 async def _autonomous_ctx(app: web.Application) -> AsyncIterator[None]:
-    settings = app[SETTINGS_KEY]
-    if not settings.autonomous:
+    autonomous = app[SETTINGS_KEY].autonomous
+    if autonomous is None:
         yield
         return
-    task = asyncio.create_task(autonomous_loop(settings, app[RUNTIME_KEY]))
-    yield
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    task = asyncio.create_task(
+        autonomous_loop(autonomous, app[RUNTIME_KEY], sleep=app[DEPS_KEY].sleep)
+    )
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def _chat(request: web.Request) -> web.StreamResponse:

@@ -2,9 +2,10 @@
 
 Each iteration is one ordinary run (same memory rules, same tools) with its own step
 and time budget. Its owner is the agent itself: the principal is the agent's identity
-(the loop's bearer self-subjects the run) and the session is one stable id per agent,
-so iterations see each other's window. A failed iteration is logged and counted; the
-loop goes on at the next interval.
+and the session is one stable id per agent, so iterations see each other's window. The
+run context goes through the same parser as a request's (``run_context``), from the
+headers a request of the agent itself would carry. A failed iteration is logged and
+counted; the loop goes on at the next interval.
 """
 
 from __future__ import annotations
@@ -12,46 +13,44 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 
 from kaos_core.errors import KaosError
+from kaos_core.logging import request_id_var
+from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
 
-from kaos_agent.context import RunDeps
+from kaos_agent.context import RunDeps, run_context
 from kaos_agent.runner import AgentRuntime
-from kaos_agent.settings import AgentSettings
+from kaos_agent.settings import AutonomousSettings
 
 log = logging.getLogger(__name__)
 
+Sleep = Callable[[float], Awaitable[None]]
 
-def autonomous_deps(settings: AgentSettings) -> RunDeps:
-    owner = settings.identity or f"agent:{settings.name}"
-    return RunDeps(
-        session_id=f"autonomous-{settings.name}",
-        principal=owner,
-        autonomous=True,
+
+def autonomous_deps(settings: AutonomousSettings, iteration: int) -> RunDeps:
+    """The run context of one iteration, with its own request id."""
+    return run_context(
+        {SESSION_HEADER: settings.session_id, PRINCIPAL_HEADER: settings.owner},
+        request_id=f"auto-{iteration}-{uuid.uuid4().hex[:8]}",
     )
 
 
-async def autonomous_loop(settings: AgentSettings, runtime: AgentRuntime) -> None:
-    goal = settings.autonomous_goal
-    if not goal:
-        return
+async def autonomous_loop(
+    settings: AutonomousSettings, runtime: AgentRuntime, *, sleep: Sleep = asyncio.sleep
+) -> None:
     iteration = 0
     while True:
         iteration += 1
-        deps = autonomous_deps(settings)
-        deps = RunDeps(
-            session_id=deps.session_id,
-            principal=deps.principal,
-            autonomous=True,
-            request_id=f"auto-{iteration}-{uuid.uuid4().hex[:8]}",
-        )
+        deps = autonomous_deps(settings, iteration)
+        token = request_id_var.set(deps.request_id)
         try:
             outcome = await runtime.run(
-                goal,
+                settings.goal,
                 deps,
                 entry="autonomous",
-                max_steps=settings.autonomous_max_steps or settings.max_steps,
-                timeout=settings.autonomous_timeout_seconds,
+                max_steps=settings.max_steps,
+                timeout=settings.timeout_seconds,
             )
             log.info(
                 "autonomous iteration done",
@@ -63,4 +62,6 @@ async def autonomous_loop(settings: AgentSettings, runtime: AgentRuntime) -> Non
             )
         except Exception:  # the loop outlives one bad iteration
             log.exception("autonomous iteration crashed", extra={"iteration": iteration})
-        await asyncio.sleep(settings.autonomous_interval_seconds)
+        finally:
+            request_id_var.reset(token)
+        await sleep(settings.interval_seconds)

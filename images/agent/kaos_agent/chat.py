@@ -18,21 +18,18 @@ import uuid
 from typing import Any, Literal
 
 from aiohttp import web
-from kaos_core.agent_env import DELEGATION_DEPTH_HEADER, PRINCIPAL_HEADER, SESSION_HEADER
 from kaos_core.errors import BadRequest, KaosError
 from kaos_core.http.body import parse_model, read_json_object
 from kaos_core.http.middleware import error_body, request_id
 from kaos_core.memory.contract import Role
-from kaos_core.memory.identity import validate_subject
+from kaos_core.memory.identity import SESSION_HEADER
 from pydantic import BaseModel, ConfigDict, Field
 
-from kaos_agent.context import RunDeps, new_session_id
+from kaos_agent.context import RunDeps, run_context
 from kaos_agent.memory.turns import history_from_request
 from kaos_agent.runner import AgentRuntime, StreamState
 
 log = logging.getLogger(__name__)
-
-MAX_DEPTH_VALUE = 1000
 
 
 class ContentPart(BaseModel):
@@ -73,30 +70,6 @@ _ROLE_MAP: dict[str, Role] = {
 }
 
 
-def request_deps(request: web.Request) -> tuple[RunDeps, bool]:
-    """The run context from the headers, and whether the session id was minted here."""
-    principal = request.headers.get(PRINCIPAL_HEADER)
-    session = request.headers.get(SESSION_HEADER)
-    raw_depth = request.headers.get(DELEGATION_DEPTH_HEADER, "0")
-    try:
-        depth = int(raw_depth)
-    except ValueError:
-        raise BadRequest(f"{DELEGATION_DEPTH_HEADER} must be an integer") from None
-    if not 0 <= depth <= MAX_DEPTH_VALUE:
-        raise BadRequest(f"{DELEGATION_DEPTH_HEADER} out of range")
-    minted = session is None
-    deps = RunDeps(
-        session_id=new_session_id()
-        if session is None
-        else validate_subject(SESSION_HEADER, session),
-        principal=None if principal is None else validate_subject(PRINCIPAL_HEADER, principal),
-        depth=depth,
-        request_id=request_id(request) or None,
-        ephemeral_session=minted,
-    )
-    return deps, minted
-
-
 def _completion_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex
 
@@ -114,7 +87,7 @@ async def chat_completions(
         )
     earlier = [(_ROLE_MAP[m.role], _text(m)) for m in body.messages[:-1] if _text(m).strip()]
     history = history_from_request(earlier)
-    deps, _ = request_deps(request)
+    deps = run_context(request.headers, request_id=request_id(request))
     model = body.model or model_name
     headers = {SESSION_HEADER: deps.session_id}
     if body.stream:

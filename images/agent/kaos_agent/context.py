@@ -1,14 +1,28 @@
 """The verified context of one agent run, handed to every tool as pydantic-ai ``deps``.
 
-Identity (principal, session) and the delegation depth come from request headers or the
-autonomous scheduler, never from model output: tools read them from here and have no
-parameters through which a model could choose them.
+Identity (principal, session), the delegation depth and the request id come from request
+headers or the autonomous scheduler, never from model output: tools read them from here
+and have no parameters through which a model could choose them. ``run_context`` is the
+one parser, used by chat completions, A2A and the autonomous loop, so every entry point
+accepts and refuses the same values.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
+from kaos_core.errors import BadRequest
+from kaos_core.memory.identity import SESSION_HEADER, parse_identity, validate_subject
+
+# The widest depth a caller may claim. Deeper calls are not an error of this agent's
+# making (its own limit, MAX_DELEGATION_DEPTH, stops it delegating further); a value
+# outside this range is a malformed request and refused.
+MAX_DEPTH_VALUE = 1000
+_INT_RE = re.compile(r"^-?[0-9]{1,9}$")
 
 
 @dataclass(frozen=True)
@@ -18,11 +32,72 @@ class RunDeps:
     session_id: str
     principal: str | None = None
     depth: int = 0
+    # The id of the request that started the run; memory calls and delegations carry it.
     request_id: str | None = None
-    # True when the session id was minted here because the caller sent none.
-    ephemeral_session: bool = False
-    autonomous: bool = False
+
+
+class BadDelegationDepth(BadRequest):
+    code = "bad_delegation_depth"
 
 
 def new_session_id() -> str:
     return "s-" + uuid.uuid4().hex
+
+
+def parse_depth(raw: object) -> int:
+    """A delegation depth as sent by a caller: an integer from 0 to ``MAX_DEPTH_VALUE``."""
+    depth: int | None = None
+    if isinstance(raw, bool):
+        depth = None
+    elif isinstance(raw, int):
+        depth = raw
+    elif isinstance(raw, float) and raw.is_integer():
+        depth = int(raw)  # JSON numbers in protobuf metadata arrive as doubles
+    elif isinstance(raw, str) and _INT_RE.match(raw):
+        depth = int(raw)
+    if depth is None:
+        raise BadDelegationDepth(f"{DELEGATION_DEPTH_HEADER} must be an integer")
+    if not 0 <= depth <= MAX_DEPTH_VALUE:
+        raise BadDelegationDepth(
+            f"{DELEGATION_DEPTH_HEADER} must be between 0 and {MAX_DEPTH_VALUE}"
+        )
+    return depth
+
+
+def run_context(
+    headers: Mapping[str, str],
+    *,
+    request_id: str | None,
+    session: str | None = None,
+    depth: object = None,
+) -> RunDeps:
+    """The run context of one request; raises ``BadRequest`` for an unusable value.
+
+    ``headers`` are the request's (or, for the autonomous loop, the scheduler's own);
+    ``session`` and ``depth`` are fallbacks a protocol may carry in its body (A2A's
+    ``contextId`` and ``kaos.delegationDepth`` metadata), used only when the header is
+    absent and validated exactly as the header would be. Without any session a fresh id
+    is minted.
+    """
+    identity = parse_identity(headers)
+    if identity.session is None and session is not None:
+        session = validate_subject(SESSION_HEADER, session)
+    else:
+        session = identity.session
+    raw_depth = _single(headers, DELEGATION_DEPTH_HEADER)
+    return RunDeps(
+        session_id=session or new_session_id(),
+        principal=identity.principal,
+        depth=parse_depth(raw_depth if raw_depth is not None else (depth or 0)),
+        request_id=request_id or None,
+    )
+
+
+def _single(headers: Mapping[str, str], name: str) -> str | None:
+    getall = getattr(headers, "getall", None)
+    if getall is None:
+        return headers.get(name)
+    values = getall(name, [])
+    if len(values) > 1:
+        raise BadDelegationDepth(f"{name} given more than once")
+    return values[0] if values else None

@@ -17,7 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-from kaos_core.agent_env import DELEGATION_DEPTH_HEADER, PRINCIPAL_HEADER, SESSION_HEADER
+from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
+from kaos_core.endpoints import Endpoint
+from kaos_core.http.middleware import REQUEST_ID_HEADER
+from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.tools import Tool
@@ -25,7 +28,6 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from kaos_agent.context import RunDeps
 from kaos_agent.metrics import AgentMetrics
-from kaos_agent.settings import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ def delegation_headers(deps: RunDeps, depth: int) -> dict[str, str]:
     if deps.principal is not None:
         headers[PRINCIPAL_HEADER] = deps.principal
     if deps.request_id is not None:
-        headers["X-Request-Id"] = deps.request_id
+        headers[REQUEST_ID_HEADER] = deps.request_id
     return headers
 
 

@@ -1,8 +1,11 @@
-"""Builds the pydantic-ai agent: the OpenAI-compatible model, instructions and toolsets."""
+"""Builds the pydantic-ai agent: the model, instructions and toolsets of one agent."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic_ai import Agent
+from pydantic_ai.models import Model
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.toolsets import AbstractToolset
@@ -12,55 +15,70 @@ from kaos_agent.delegation import PeerClientFactory, delegation_toolset
 from kaos_agent.memory.remote import RemoteMemory
 from kaos_agent.memory.tools import memory_toolset
 from kaos_agent.metrics import AgentMetrics
-from kaos_agent.settings import AgentSettings
+from kaos_agent.settings import AgentMemorySettings, DelegationSettings, ModelSettings
 from kaos_agent.toolsets import GuardedToolset
 
 
-def peer_instructions(settings: AgentSettings) -> str:
-    if not settings.sub_agents:
+def openai_model(settings: ModelSettings) -> Model:
+    """The OpenAI-compatible model of the ModelAPI."""
+    provider = OpenAIProvider(base_url=settings.base_url, api_key=settings.api_key)
+    return OpenAIChatModel(settings.name, provider=provider)
+
+
+def peer_instructions(delegation: DelegationSettings) -> str:
+    if not delegation.peers:
         return ""
-    names = ", ".join(p.name for p in settings.sub_agents)
+    names = ", ".join(p.name for p in delegation.peers)
     return f"\n\nYou can delegate tasks to these agents with the delegate_to_<name> tools: {names}."
 
 
-def build_agent(
-    settings: AgentSettings,
-    metrics: AgentMetrics,
+def agent_toolsets(
     *,
+    tools: Sequence[GuardedToolset],
+    delegation: DelegationSettings,
     peer_client: PeerClientFactory,
+    memory: AgentMemorySettings,
     remote_memory: RemoteMemory | None,
-    mcp: list[GuardedToolset],
-) -> Agent[RunDeps, str]:
-    provider = OpenAIProvider(base_url=settings.model_base_url, api_key=settings.model_api_key)
-    model = OpenAIChatModel(settings.model_name, provider=provider)
-    toolsets: list[AbstractToolset[RunDeps]] = list(mcp)
-    if settings.sub_agents:
+    metrics: AgentMetrics,
+) -> list[AbstractToolset[RunDeps]]:
+    """The loop's toolsets: tool servers, then delegation, then memory, each guarded."""
+    toolsets: list[AbstractToolset[RunDeps]] = list(tools)
+    if delegation.peers:
         toolsets.append(
             GuardedToolset(
                 delegation_toolset(
-                    settings.sub_agents,
-                    peer_client,
-                    max_depth=settings.max_delegation_depth,
-                    metrics=metrics,
+                    delegation.peers, peer_client, max_depth=delegation.max_depth, metrics=metrics
                 ),
                 label_text="delegation",
                 metrics=metrics,
             )
         )
-    if settings.memory_tools and remote_memory is not None:
+    if memory.tools and remote_memory is not None:
         toolsets.append(
             GuardedToolset(
-                memory_toolset(remote_memory, settings.entitled_levels),
+                memory_toolset(remote_memory, memory.entitled_levels),
                 label_text="memory",
                 metrics=metrics,
             )
         )
+    return toolsets
+
+
+def build_agent(
+    *,
+    name: str,
+    instructions: str,
+    model: Model,
+    model_settings: ModelSettings,
+    delegation: DelegationSettings,
+    toolsets: Sequence[AbstractToolset[RunDeps]],
+) -> Agent[RunDeps, str]:
     return Agent(
         model,
-        instructions=settings.instructions + peer_instructions(settings),
+        instructions=instructions + peer_instructions(delegation),
         deps_type=RunDeps,
-        name=settings.name,
-        toolsets=toolsets,
+        name=name,
+        toolsets=list(toolsets),
         retries=2,
-        model_settings={"timeout": settings.model_timeout_seconds},
+        model_settings={"timeout": model_settings.timeout_seconds},
     )

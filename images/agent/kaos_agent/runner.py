@@ -42,6 +42,9 @@ from kaos_agent.metrics import AgentMetrics
 log = logging.getLogger(__name__)
 
 
+MODEL_FAILED = "the model could not answer"
+
+
 class ModelUnavailable(KaosError):
     status = 502
     code = "model_unavailable"
@@ -144,11 +147,11 @@ class AgentRuntime:
             except (ModelAPIError, UnexpectedModelBehavior) as exc:
                 self._finish(entry, "model_error", started, 0)
                 log.warning("model failed", extra={"error": str(exc)})
-                raise ModelUnavailable(f"the model could not answer: {exc}") from exc
+                raise ModelUnavailable(MODEL_FAILED) from exc
             except AgentRunError as exc:
                 self._finish(entry, "error", started, 0)
                 log.error("agent run failed", exc_info=True)
-                raise ModelUnavailable(f"the agent run failed: {exc}") from exc
+                raise ModelUnavailable("the agent run failed") from exc
             else:
                 new = result.new_messages()
                 run = RunOutcome(
@@ -206,8 +209,9 @@ class AgentRuntime:
                 yield note
             except (ModelAPIError, UnexpectedModelBehavior, AgentRunError) as exc:
                 self._finish(entry, "model_error", started, 0)
+                log.warning("model failed", extra={"error": str(exc)})
                 if not final_text:
-                    raise ModelUnavailable(f"the model could not answer: {exc}") from exc
+                    raise ModelUnavailable(MODEL_FAILED) from exc
                 yield "\n\n[the model failed before finishing this answer]"
                 return
             try:
@@ -225,9 +229,9 @@ class AgentRuntime:
         try:
             await self.memory.remember(deps, turns)
         except MemoryWriteFailed as exc:
+            log.warning("memory write failed under failureMode strict", extra={"error": str(exc)})
             raise MemoryStrictFailure(
-                "the answer was produced but could not be written to memory "
-                f"(failureMode strict): {exc}"
+                "the answer was produced but could not be written to memory (failureMode strict)"
             ) from exc
 
     def _finish(self, entry: str, outcome: str, started: float, steps: int) -> None:

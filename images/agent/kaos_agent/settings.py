@@ -1,143 +1,290 @@
 """The agent runtime's settings: one environment-backed object, validated before start.
 
 Variable names come from ``kaos_core.agent_env`` (the operator writes the same names).
-Lists arrive as comma-separated ``name:url`` entries; they are parsed here into typed
-peers and tool servers so the rest of the runtime never sees raw strings. Invariants
-between settings (remote memory needs an endpoint, memory tools need remote memory, …)
-are checked at load, so a contradictory pod fails at start with one readable line.
+Every field belongs to one concern (its ``group``) and carries a description; the
+README's tables are generated from them. Each concern has a typed view (``.model``,
+``.memory``, ``.delegation``, ``.tools``, ``.autonomous``) and each component is handed
+only its own. Lists arrive as comma-separated ``name:url`` entries
+(``kaos_core.endpoints``) and are parsed into typed endpoints, so the rest of the runtime
+never sees raw strings. Invariants between settings (remote memory needs an endpoint,
+memory tools need remote memory, …) are checked at load, so a contradictory pod fails at
+start with one readable line.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from kaos_core import agent_env as env
+from kaos_core.endpoints import Endpoint, parse_endpoints
+from kaos_core.errors import KaosError
 from kaos_core.memory.contract import FailureMode, Level, levels_up_to
-from kaos_core.memory.identity import AGENT_IDENTITY_RE
+from kaos_core.memory.identity import validate_agent_identity
 from kaos_core.settings import EnvSettings
 from pydantic import Field, field_validator, model_validator
 
 MemoryType = Literal["none", "local", "remote"]
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,62}$")
+# The concerns, in the order the README lists them.
+GROUPS: dict[str, str] = {
+    "agent": "Identity and instructions",
+    "server": "Listening and A2A",
+    "model": "Model",
+    "tools": "MCP tools",
+    "delegation": "Delegation to peer agents",
+    "memory": "Memory",
+    "autonomous": "Autonomous mode",
+}
 
 
-def _env(name: str) -> Any:
-    return {"env": name}
+def setting(
+    name: str, group: str, description: str, *, default_doc: str | None = None, **kwargs: Any
+) -> Any:
+    """A field read from variable ``name``, documented, in one of ``GROUPS``.
+
+    ``default_doc`` is the README's words for a default derived from another setting.
+    """
+    assert group in GROUPS, group
+    extra: dict[str, Any] = {"env": name, "group": group}
+    if default_doc is not None:
+        extra["default_doc"] = default_doc
+    return Field(description=description, json_schema_extra=extra, **kwargs)
 
 
 @dataclass(frozen=True)
-class Endpoint:
-    """A named peer agent or MCP server."""
+class ModelSettings:
+    """The OpenAI-compatible model behind the reasoning loop."""
 
+    base_url: str
     name: str
-    url: str
+    api_key: str
+    timeout_seconds: float
+    max_steps: int
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    """The MCP servers whose tools the loop offers."""
+
+    servers: tuple[Endpoint, ...]
+    timeout_seconds: float
+
+
+@dataclass(frozen=True)
+class DelegationSettings:
+    """Peer agents reachable through ``delegate_to_<name>`` tools."""
+
+    peers: tuple[Endpoint, ...]
+    max_depth: int
+    timeout_seconds: float
+
+
+@dataclass(frozen=True)
+class AgentMemorySettings:
+    """The memory backend, its read ceiling and failure mode."""
+
+    type: MemoryType
+    endpoint: str | None
+    agent_identity: str | None
+    max_read_scope: Level
+    tools: bool
+    failure_mode: FailureMode
+    token_budget: int
+    top_k: int
+    timeout_seconds: float
+    require_principal: bool
 
     @property
-    def tool_name(self) -> str:
-        """The name as a tool identifier (letters, digits, underscores)."""
-        return re.sub(r"[^A-Za-z0-9_]", "_", self.name)
+    def entitled_levels(self) -> tuple[Level, ...]:
+        """Read scopes this agent may use, narrowest first, up to its maximum."""
+        return levels_up_to(self.max_read_scope)
 
 
-def parse_endpoints(raw: str, *, variable: str, require_name: bool) -> tuple[Endpoint, ...]:
-    """Parse ``name:url,name:url`` (or bare ``url`` entries when names are optional).
+@dataclass(frozen=True)
+class AutonomousSettings:
+    """The goal the agent pursues on its own schedule, and its owner."""
 
-    A bare URL takes its host name as its name. Names must be unique: two peers with one
-    name would become one tool.
-    """
-    out: list[Endpoint] = []
-    for item in (part.strip() for part in raw.split(",")):
-        if not item:
-            continue
-        if item.startswith(("http://", "https://")):
-            if require_name:
-                raise ValueError(f"{variable}: entry {item!r} must be name:url")
-            name, url = urlsplit(item).hostname or "server", item
-        else:
-            name, sep, url = item.partition(":")
-            name = name.strip()
-            url = url.strip()
-            if not sep or not _NAME_RE.match(name):
-                raise ValueError(f"{variable}: entry {item!r} must be name:url")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{variable}: {url!r} is not an http(s) URL")
-        out.append(Endpoint(name=name, url=url.rstrip("/")))
-    names = [e.tool_name for e in out]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"{variable}: duplicate names {', '.join(dupes)}")
-    return tuple(out)
+    goal: str
+    interval_seconds: float
+    max_steps: int
+    timeout_seconds: float
+    # The run's principal and session: the agent itself, one stable session per agent.
+    owner: str
+    session_id: str
 
 
 class AgentSettings(EnvSettings):
     """Every setting of one agent pod; see ``kaos_core.agent_env`` for the names."""
 
-    name: str = Field(default="agent", json_schema_extra=_env(env.AGENT_NAME))
-    description: str = Field(default="", json_schema_extra=_env(env.AGENT_DESCRIPTION))
-    identity: str | None = Field(default=None, json_schema_extra=_env(env.AGENT_IDENTITY))
-    host: str = Field(default="0.0.0.0", json_schema_extra=_env(env.AGENT_HOST))
-    port: int = Field(default=8000, ge=1, le=65535, json_schema_extra=_env(env.AGENT_PORT))
-    public_url: str | None = Field(default=None, json_schema_extra=_env(env.AGENT_PUBLIC_URL))
-    instructions: str = Field(
-        default="You are a helpful assistant.", json_schema_extra=_env(env.AGENT_INSTRUCTIONS)
+    name: str = setting(
+        env.AGENT_NAME, "agent", "name on the agent card and in `/v1/models`", default="agent"
     )
-    a2a_enabled: bool = Field(default=True, json_schema_extra=_env(env.AGENT_A2A_ENABLED))
-
-    model_api_url: str = Field(json_schema_extra=_env(env.MODEL_API_URL))
-    model_name: str = Field(min_length=1, json_schema_extra=_env(env.MODEL_NAME))
-    model_api_key: str = Field(default="not-needed", json_schema_extra=_env(env.MODEL_API_KEY))
-    model_timeout_seconds: float = Field(
-        default=120.0, gt=0, json_schema_extra=_env(env.MODEL_TIMEOUT_SECONDS)
+    description: str = setting(env.AGENT_DESCRIPTION, "agent", "agent card description", default="")
+    identity: str | None = setting(
+        env.AGENT_IDENTITY,
+        "agent",
+        "`kaos://agent/<ns>/<name>`; sent as `X-Agent-Identity` to memory; required for "
+        "remote memory at `agent` scope or under `MEMORY_REQUIRE_AGENT_IDENTITY`",
+        default=None,
     )
-    max_steps: int = Field(
-        default=5, ge=1, le=100, json_schema_extra=_env(env.REASONING_LOOP_MAX_STEPS)
+    instructions: str = setting(
+        env.AGENT_INSTRUCTIONS,
+        "agent",
+        "system instructions of the reasoning loop",
+        default="You are a helpful assistant.",
     )
 
-    mcp_servers_raw: str = Field(default="", json_schema_extra=_env(env.MCP_SERVERS))
-    sub_agents_raw: str = Field(default="", json_schema_extra=_env(env.AGENT_SUB_AGENTS))
-    max_delegation_depth: int = Field(
-        default=3, ge=0, le=20, json_schema_extra=_env(env.MAX_DELEGATION_DEPTH)
+    host: str = setting(env.AGENT_HOST, "server", "listen address", default="0.0.0.0")
+    port: int = setting(env.AGENT_PORT, "server", "listen port", default=8000, ge=1, le=65535)
+    public_url: str | None = setting(
+        env.AGENT_PUBLIC_URL,
+        "server",
+        "URL put on the agent card",
+        default=None,
+        default_doc="`http://<host>:<port>`",
     )
-    delegation_timeout_seconds: float = Field(
-        default=120.0, gt=0, json_schema_extra=_env(env.DELEGATION_TIMEOUT_SECONDS)
-    )
-
-    memory_type: MemoryType = Field(default="local", json_schema_extra=_env(env.MEMORY_TYPE))
-    memory_endpoint: str | None = Field(default=None, json_schema_extra=_env(env.MEMORY_ENDPOINT))
-    memory_max_read_scope: Level = Field(
-        default="session", json_schema_extra=_env(env.MEMORY_MAX_READ_SCOPE)
-    )
-    memory_tools: bool = Field(default=False, json_schema_extra=_env(env.MEMORY_TOOLS))
-    memory_failure_mode: FailureMode = Field(
-        default="soft", json_schema_extra=_env(env.MEMORY_FAILURE_MODE)
-    )
-    memory_token_budget: int = Field(
-        default=4096, ge=64, json_schema_extra=_env(env.MEMORY_TOKEN_BUDGET)
-    )
-    memory_top_k: int = Field(default=5, ge=1, le=100, json_schema_extra=_env(env.MEMORY_TOP_K))
-    memory_timeout_seconds: float = Field(
-        default=10.0, gt=0, json_schema_extra=_env(env.MEMORY_TIMEOUT_SECONDS)
-    )
-    memory_require_principal: bool = Field(
-        default=False, json_schema_extra=_env(env.MEMORY_REQUIRE_PRINCIPAL)
-    )
-    memory_require_agent_identity: bool = Field(
-        default=False, json_schema_extra=_env(env.MEMORY_REQUIRE_AGENT_IDENTITY)
+    a2a_enabled: bool = setting(
+        env.AGENT_A2A_ENABLED,
+        "server",
+        "serve the agent card and A2A JSON-RPC at `/`",
+        default=True,
     )
 
-    autonomous_goal: str | None = Field(default=None, json_schema_extra=_env(env.AUTONOMOUS_GOAL))
-    autonomous_interval_seconds: float = Field(
-        default=60.0, gt=0, json_schema_extra=_env(env.AUTONOMOUS_INTERVAL_SECONDS)
+    model_api_url: str = setting(
+        env.MODEL_API_URL,
+        "model",
+        "ModelAPI base URL as in its status; `/v1` is appended (unless already there)",
     )
-    autonomous_max_steps: int | None = Field(
-        default=None, ge=1, le=100, json_schema_extra=_env(env.AUTONOMOUS_MAX_STEPS)
+    model_name: str = setting(env.MODEL_NAME, "model", "model name", min_length=1)
+    model_api_key: str = setting(
+        env.MODEL_API_KEY, "model", "bearer for the ModelAPI", default="not-needed"
     )
-    autonomous_timeout_seconds: float = Field(
-        default=300.0, gt=0, json_schema_extra=_env(env.AUTONOMOUS_TIMEOUT_SECONDS)
+    model_timeout_seconds: float = setting(
+        env.MODEL_TIMEOUT_SECONDS,
+        "model",
+        "per model request; also the MCP connect and read timeout",
+        default=120.0,
+        gt=0,
+    )
+    max_steps: int = setting(
+        env.REASONING_LOOP_MAX_STEPS,
+        "model",
+        "model requests per run, 1 to 100",
+        default=5,
+        ge=1,
+        le=100,
+    )
+
+    mcp_servers_raw: str = setting(
+        env.MCP_SERVERS,
+        "tools",
+        "comma list of `name:url` or bare `url`; a URL without a path gets `/mcp`",
+        default="",
+    )
+
+    sub_agents_raw: str = setting(
+        env.AGENT_SUB_AGENTS,
+        "delegation",
+        "comma list of `name:url` (peer base URLs), one `delegate_to_<name>` tool each",
+        default="",
+    )
+    max_delegation_depth: int = setting(
+        env.MAX_DELEGATION_DEPTH,
+        "delegation",
+        "delegations deeper than this (0 to 20) are refused (the depth travels in "
+        "`X-KAOS-Delegation-Depth` and A2A metadata `kaos.delegationDepth`)",
+        default=3,
+        ge=0,
+        le=20,
+    )
+    delegation_timeout_seconds: float = setting(
+        env.DELEGATION_TIMEOUT_SECONDS, "delegation", "per delegated call", default=120.0, gt=0
+    )
+
+    memory_type: MemoryType = setting(
+        env.MEMORY_TYPE,
+        "memory",
+        "`none`, `local` (pod window) or `remote` (memory service)",
+        default="local",
+    )
+    memory_endpoint: str | None = setting(
+        env.MEMORY_ENDPOINT,
+        "memory",
+        "memory service URL; required by `remote`, refused otherwise",
+        default=None,
+    )
+    memory_max_read_scope: Level = setting(
+        env.MEMORY_MAX_READ_SCOPE,
+        "memory",
+        "`session`, `agent` or `user`; wider than `session` needs `remote`; `store` refused",
+        default="session",
+    )
+    memory_tools: bool = setting(
+        env.MEMORY_TOOLS,
+        "memory",
+        "offer `search_memory` and `save_memory` to the model; needs `remote`",
+        default=False,
+    )
+    memory_failure_mode: FailureMode = setting(
+        env.MEMORY_FAILURE_MODE,
+        "memory",
+        "`soft`, or `strict`: a failed write answers 500 `memory_write_failed`",
+        default="soft",
+    )
+    memory_token_budget: int = setting(
+        env.MEMORY_TOKEN_BUDGET,
+        "memory",
+        "local window budget in tokens (`ceil(chars/4) + 4` per turn, as the memory service)",
+        default=4096,
+        ge=64,
+    )
+    memory_top_k: int = setting(
+        env.MEMORY_TOP_K,
+        "memory",
+        "long-term facts recalled per run, 1 to 100",
+        default=5,
+        ge=1,
+        le=100,
+    )
+    memory_timeout_seconds: float = setting(
+        env.MEMORY_TIMEOUT_SECONDS, "memory", "per memory request", default=10.0, gt=0
+    )
+    memory_require_principal: bool = setting(
+        env.MEMORY_REQUIRE_PRINCIPAL,
+        "memory",
+        "posture: refuse memory writes without `X-Principal` (the service refuses them too)",
+        default=False,
+    )
+    memory_require_agent_identity: bool = setting(
+        env.MEMORY_REQUIRE_AGENT_IDENTITY,
+        "memory",
+        "posture: remote memory needs `AGENT_IDENTITY` (checked at start)",
+        default=False,
+    )
+
+    autonomous_goal: str | None = setting(
+        env.AUTONOMOUS_GOAL, "autonomous", "enables autonomous mode: the goal", default=None
+    )
+    autonomous_interval_seconds: float = setting(
+        env.AUTONOMOUS_INTERVAL_SECONDS,
+        "autonomous",
+        "pause between iterations",
+        default=60.0,
+        gt=0,
+    )
+    autonomous_max_steps: int | None = setting(
+        env.AUTONOMOUS_MAX_STEPS,
+        "autonomous",
+        "model requests per iteration, 1 to 100",
+        default=None,
+        default_doc="`REASONING_LOOP_MAX_STEPS`",
+        ge=1,
+        le=100,
+    )
+    autonomous_timeout_seconds: float = setting(
+        env.AUTONOMOUS_TIMEOUT_SECONDS, "autonomous", "wall time per iteration", default=300.0, gt=0
     )
 
     @field_validator("model_api_url", "memory_endpoint", "public_url")
@@ -153,9 +300,12 @@ class AgentSettings(EnvSettings):
     @field_validator("identity")
     @classmethod
     def _agent_identity(cls, value: str | None) -> str | None:
-        if value is not None and not AGENT_IDENTITY_RE.match(value):
-            raise ValueError("must be kaos://agent/<namespace>/<name>")
-        return value
+        if value is None:
+            return None
+        try:
+            return validate_agent_identity(value)
+        except KaosError:
+            raise ValueError("must be kaos://agent/<namespace>/<name>") from None
 
     @model_validator(mode="after")
     def _invariants(self) -> AgentSettings:
@@ -191,29 +341,63 @@ class AgentSettings(EnvSettings):
         return self
 
     @property
-    def mcp_servers(self) -> tuple[Endpoint, ...]:
-        return parse_endpoints(self.mcp_servers_raw, variable=env.MCP_SERVERS, require_name=False)
-
-    @property
-    def sub_agents(self) -> tuple[Endpoint, ...]:
-        return parse_endpoints(
-            self.sub_agents_raw, variable=env.AGENT_SUB_AGENTS, require_name=True
+    def model(self) -> ModelSettings:
+        url = self.model_api_url
+        return ModelSettings(
+            base_url=url if url.endswith("/v1") else url + "/v1",
+            name=self.model_name,
+            api_key=self.model_api_key,
+            timeout_seconds=self.model_timeout_seconds,
+            max_steps=self.max_steps,
         )
 
     @property
-    def model_base_url(self) -> str:
-        """The OpenAI-compatible base URL: the ModelAPI endpoint plus ``/v1``."""
-        url = self.model_api_url
-        return url if url.endswith("/v1") else url + "/v1"
+    def tools(self) -> ToolSettings:
+        return ToolSettings(
+            servers=parse_endpoints(
+                self.mcp_servers_raw, variable=env.MCP_SERVERS, require_name=False
+            ),
+            timeout_seconds=self.model_timeout_seconds,
+        )
 
     @property
-    def entitled_levels(self) -> tuple[Level, ...]:
-        """Read scopes this agent may use, narrowest first, up to its maximum."""
-        return levels_up_to(self.memory_max_read_scope)
+    def delegation(self) -> DelegationSettings:
+        return DelegationSettings(
+            peers=parse_endpoints(
+                self.sub_agents_raw, variable=env.AGENT_SUB_AGENTS, require_name=True
+            ),
+            max_depth=self.max_delegation_depth,
+            timeout_seconds=self.delegation_timeout_seconds,
+        )
 
     @property
-    def autonomous(self) -> bool:
-        return bool(self.autonomous_goal)
+    def memory(self) -> AgentMemorySettings:
+        return AgentMemorySettings(
+            type=self.memory_type,
+            endpoint=self.memory_endpoint,
+            agent_identity=self.identity,
+            max_read_scope=self.memory_max_read_scope,
+            tools=self.memory_tools,
+            failure_mode=self.memory_failure_mode,
+            token_budget=self.memory_token_budget,
+            top_k=self.memory_top_k,
+            timeout_seconds=self.memory_timeout_seconds,
+            require_principal=self.memory_require_principal,
+        )
+
+    @property
+    def autonomous(self) -> AutonomousSettings | None:
+        """The autonomous loop's settings; ``None`` when no goal is set."""
+        if not self.autonomous_goal:
+            return None
+        return AutonomousSettings(
+            goal=self.autonomous_goal,
+            interval_seconds=self.autonomous_interval_seconds,
+            max_steps=self.autonomous_max_steps or self.max_steps,
+            timeout_seconds=self.autonomous_timeout_seconds,
+            owner=self.identity or f"agent:{self.name}",
+            session_id=f"autonomous-{self.name}",
+        )
 
     def card_url(self) -> str:
         return self.public_url or f"http://{self._card_host()}:{self.port}"

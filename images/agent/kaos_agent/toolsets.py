@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Self
 from urllib.parse import urlsplit
 
+from kaos_core.endpoints import Endpoint
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import (
     ApprovalRequired,
@@ -27,7 +28,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from kaos_agent.context import RunDeps
 from kaos_agent.metrics import AgentMetrics
-from kaos_agent.settings import Endpoint
+from kaos_agent.settings import ToolSettings
 
 log = logging.getLogger(__name__)
 
@@ -121,12 +122,11 @@ def mcp_url(endpoint: Endpoint) -> str:
     return endpoint.url if path not in ("", "/") else endpoint.url.rstrip("/") + "/mcp"
 
 
-def mcp_toolsets(
-    servers: tuple[Endpoint, ...], metrics: AgentMetrics, *, timeout: float
-) -> list[GuardedToolset]:
+def mcp_toolsets(settings: ToolSettings, metrics: AgentMetrics) -> list[GuardedToolset]:
     """One guarded MCP toolset per configured server."""
+    timeout = settings.timeout_seconds
     out: list[GuardedToolset] = []
-    for server in servers:
+    for server in settings.servers:
         toolset: MCPToolset[RunDeps] = MCPToolset(
             mcp_url(server),
             id=f"mcp-{server.tool_name}",

@@ -94,7 +94,7 @@ async def test_client_history_is_used_without_memory(
             {"messages": [{"role": "user", "content": "x"}]},
             {"X-KAOS-Delegation-Depth": "x"},
             400,
-            "bad_request",
+            "bad_delegation_depth",
         ),
     ],
 )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from kaos_agent.settings import AgentSettings, parse_endpoints
+from kaos_agent.settings import AgentSettings
+from kaos_core.endpoints import Endpoint, format_endpoints, parse_endpoints
 from kaos_core.settings import SettingsError
 
 BASE = {"MODEL_API_URL": "http://model:8000", "MODEL_NAME": "m"}
@@ -16,10 +17,11 @@ def load(**env: str) -> AgentSettings:
 def test_defaults() -> None:
     s = load()
     assert (s.host, s.port, s.max_steps, s.max_delegation_depth) == ("0.0.0.0", 8000, 5, 3)
-    assert s.model_base_url == "http://model:8000/v1"
-    assert s.memory_type == "local"
-    assert s.entitled_levels == ("session",)
-    assert s.sub_agents == () and s.mcp_servers == ()
+    assert s.model.base_url == "http://model:8000/v1"
+    assert s.memory.type == "local"
+    assert s.memory.entitled_levels == ("session",)
+    assert s.delegation.peers == () and s.tools.servers == ()
+    assert s.autonomous is None
 
 
 def test_lists_are_parsed() -> None:
@@ -27,11 +29,11 @@ def test_lists_are_parsed() -> None:
         AGENT_SUB_AGENTS="worker-1:http://worker-1.ns.svc:8000, b:http://b:1/",
         MCP_SERVERS="tools:http://tools:8000,http://calc.ns:9000/mcp",
     )
-    assert [(p.name, p.url, p.tool_name) for p in s.sub_agents] == [
+    assert [(p.name, p.url, p.tool_name) for p in s.delegation.peers] == [
         ("worker-1", "http://worker-1.ns.svc:8000", "worker_1"),
         ("b", "http://b:1", "b"),
     ]
-    assert [(m.name, m.url) for m in s.mcp_servers] == [
+    assert [(m.name, m.url) for m in s.tools.servers] == [
         ("tools", "http://tools:8000"),
         ("calc.ns", "http://calc.ns:9000/mcp"),
     ]
@@ -91,8 +93,23 @@ def test_remote_memory_with_identity() -> None:
         MEMORY_FAILURE_MODE="strict",
     )
     assert s.memory_endpoint == "http://memory:8080"
-    assert s.entitled_levels == ("session", "agent", "user")
+    assert s.memory.entitled_levels == ("session", "agent", "user")
+    assert s.memory.agent_identity == "kaos://agent/ns/a"
 
 
 def test_bare_urls_take_their_host_name() -> None:
     assert parse_endpoints("http://x.y:1", variable="V", require_name=False)[0].name == "x.y"
+
+
+def test_the_endpoint_codec_round_trips() -> None:
+    """What the operator writes (``format_endpoints``) the runtime reads back unchanged."""
+    items = (Endpoint("worker-1", "http://worker-1.ns.svc:8000"), Endpoint("b", "https://b:1/x"))
+    raw = format_endpoints(items)
+    assert parse_endpoints(raw, variable="V", require_name=True) == items
+
+
+def test_autonomous_settings_are_owned_by_the_agent() -> None:
+    s = load(AUTONOMOUS_GOAL="g", AGENT_NAME="auto", REASONING_LOOP_MAX_STEPS="4")
+    assert s.autonomous is not None
+    assert (s.autonomous.owner, s.autonomous.session_id) == ("agent:auto", "autonomous-auto")
+    assert s.autonomous.max_steps == 4

@@ -72,7 +72,7 @@ class CardBuilder:
             },
             *tool_skills,
         ]
-        for peer in s.sub_agents:
+        for peer in s.delegation.peers:
             skills.append(
                 {
                     "id": f"delegate:{peer.name}",

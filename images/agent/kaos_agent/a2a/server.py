@@ -25,12 +25,11 @@ from google.protobuf.json_format import (  # type: ignore[import-untyped]
     ParseDict,
     ParseError,
 )
-from kaos_core.agent_env import DELEGATION_DEPTH_HEADER, PRINCIPAL_HEADER, SESSION_HEADER
 from kaos_core.errors import KaosError
-from kaos_core.memory.identity import validate_subject
+from kaos_core.http.middleware import request_id
 
 from kaos_agent.a2a.tasks import TaskRecord, TaskStore
-from kaos_agent.context import RunDeps, new_session_id
+from kaos_agent.context import RunDeps, run_context
 from kaos_agent.delegation import KAOS_METADATA_KEY
 from kaos_agent.runner import AgentRuntime
 
@@ -75,7 +74,14 @@ def _parse(params: object, message: Any) -> Any:
     try:
         return ParseDict(params, message, ignore_unknown_fields=True)
     except ParseError as exc:
-        raise RpcError(INVALID_PARAMS, f"invalid params: {exc}") from None
+        log.info("invalid A2A params", extra={"error": str(exc)})
+        raise RpcError(INVALID_PARAMS, f"invalid params for {message.DESCRIPTOR.name}") from None
+
+
+def _invalid_params(exc: Exception) -> RpcError:
+    # The validator's text names internals; the caller gets a fixed message, the log the rest.
+    log.info("invalid A2A params", extra={"error": str(exc)})
+    return RpcError(INVALID_PARAMS, "invalid params")
 
 
 def _message_text(message: pb.Message) -> str:
@@ -88,23 +94,23 @@ def _message_text(message: pb.Message) -> str:
     return "\n".join(t for t in texts if t)
 
 
-def _depth(request: web.Request, message: pb.Message) -> int:
-    raw = request.headers.get(DELEGATION_DEPTH_HEADER)
-    if raw is None and message.HasField("metadata"):
-        kaos = MessageToDict(message.metadata).get(KAOS_METADATA_KEY, {})
-        raw = str(kaos.get("delegationDepth", "0")) if isinstance(kaos, dict) else None
-    try:
-        return max(0, min(int(raw or 0), 1000))
-    except ValueError:
-        raise RpcError(INVALID_PARAMS, f"{DELEGATION_DEPTH_HEADER} must be an integer") from None
-
-
-def _subject(request: web.Request, header: str) -> str | None:
-    value = request.headers.get(header)
-    if value is None:
+def _metadata_depth(message: pb.Message) -> object:
+    """The depth a caller put in the message's ``kaos`` metadata, if any."""
+    if not message.HasField("metadata"):
         return None
+    kaos = MessageToDict(message.metadata).get(KAOS_METADATA_KEY)
+    return kaos.get("delegationDepth") if isinstance(kaos, dict) else None
+
+
+def _context(request: web.Request, message: pb.Message | None = None) -> RunDeps:
+    """The run context of this request; an unusable header is an invalid-params error."""
     try:
-        return validate_subject(header, value)
+        return run_context(
+            request.headers,
+            request_id=request_id(request),
+            session=(message.context_id or None) if message is not None else None,
+            depth=_metadata_depth(message) if message is not None else None,
+        )
     except KaosError as exc:
         raise RpcError(INVALID_PARAMS, exc.message) from None
 
@@ -145,8 +151,8 @@ class A2AServer:
             return _rpc_error(None, INVALID_REQUEST, "payload too large")
         try:
             body = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            return _rpc_error(None, PARSE_ERROR, f"parse error: {exc}")
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return _rpc_error(None, PARSE_ERROR, "parse error: the body is not UTF-8 JSON")
         if isinstance(body, list):
             return _rpc_error(None, INVALID_REQUEST, "batch requests are not supported")
         if not isinstance(body, dict):
@@ -190,7 +196,7 @@ class A2AServer:
             try:
                 compat = v03_types.MessageSendParams.model_validate(params)
             except ValueError as exc:
-                raise RpcError(INVALID_PARAMS, f"invalid params: {exc}") from None
+                raise _invalid_params(exc) from None
             message = v03.to_core_message(compat.message)
             background = bool(compat.configuration and compat.configuration.blocking is False)
         else:
@@ -200,15 +206,8 @@ class A2AServer:
         text = _message_text(message)
         if not text.strip():
             raise RpcError(INVALID_PARAMS, "the message has no text part")
-        principal = _subject(request, PRINCIPAL_HEADER)
-        session = _subject(request, SESSION_HEADER) or message.context_id or None
-        deps = RunDeps(
-            session_id=session or new_session_id(),
-            principal=principal,
-            depth=_depth(request, message),
-            request_id=str(request.get("request_id") or "") or None,
-            ephemeral_session=session is None,
-        )
+        deps = _context(request, message)
+        principal = deps.principal
         meta: dict[str, object] = {
             KAOS_METADATA_KEY: {
                 "sessionId": deps.session_id,
@@ -246,12 +245,12 @@ class A2AServer:
             try:
                 query = v03_types.TaskQueryParams.model_validate(params)
             except ValueError as exc:
-                raise RpcError(INVALID_PARAMS, f"invalid params: {exc}") from None
+                raise _invalid_params(exc) from None
             task_id, history = query.id, query.history_length or 0
         else:
             get = _parse(params, pb.GetTaskRequest())
             task_id, history = get.id, get.history_length
-        record = self.tasks.get(task_id, _subject(request, PRINCIPAL_HEADER))
+        record = self.tasks.get(task_id, _context(request).principal)
         if record is None:
             raise RpcError(TASK_NOT_FOUND, f"task {task_id!r} not found")
         return self._task_result(record, legacy, history)
@@ -261,10 +260,10 @@ class A2AServer:
             try:
                 task_id = v03_types.TaskIdParams.model_validate(params).id
             except ValueError as exc:
-                raise RpcError(INVALID_PARAMS, f"invalid params: {exc}") from None
+                raise _invalid_params(exc) from None
         else:
             task_id = _parse(params, pb.CancelTaskRequest()).id
-        record = self.tasks.get(task_id, _subject(request, PRINCIPAL_HEADER))
+        record = self.tasks.get(task_id, _context(request).principal)
         if record is None:
             raise RpcError(TASK_NOT_FOUND, f"task {task_id!r} not found")
         if not TaskStore.cancel(record):
@@ -274,7 +273,7 @@ class A2AServer:
 
     async def _list_tasks(self, request: web.Request, params: object, legacy: bool) -> object:
         query = _parse(params, pb.ListTasksRequest())
-        records = self.tasks.list(_subject(request, PRINCIPAL_HEADER), query.context_id or None)
+        records = self.tasks.list(_context(request).principal, query.context_id or None)
         size = query.page_size or 50
         page = [r.task for r in records[:size]]
         response = pb.ListTasksResponse(tasks=page, page_size=size, total_size=len(records))

@@ -1,4 +1,4 @@
-"""Settings of the MCP server runtime (``kaos-mcp``)."""
+"""Settings of the MCP server runtime (``kaos-mcp``), documented and grouped like the agent's."""
 
 from __future__ import annotations
 
@@ -8,21 +8,34 @@ from kaos_core import agent_env as env
 from kaos_core.settings import EnvSettings
 from pydantic import Field
 
+MCP_GROUPS: dict[str, str] = {"server": "Listening", "tools": "Tools"}
 
-def _env(name: str) -> Any:
-    return {"env": name}
+
+def _setting(name: str, group: str, description: str, **kwargs: Any) -> Any:
+    assert group in MCP_GROUPS, group
+    return Field(description=description, json_schema_extra={"env": name, "group": group}, **kwargs)
 
 
 class McpSettings(EnvSettings):
-    host: str = Field(default="0.0.0.0", json_schema_extra=_env(env.MCP_HOST))
-    port: int = Field(default=8000, ge=1, le=65535, json_schema_extra=_env(env.MCP_PORT))
-    runtime: Literal["python-string"] = Field(
-        default="python-string", json_schema_extra=_env(env.MCP_RUNTIME)
+    host: str = _setting(env.MCP_HOST, "server", "listen address", default="0.0.0.0")
+    port: int = _setting(env.MCP_PORT, "server", "listen port", default=8000, ge=1, le=65535)
+    allowed_hosts: str = _setting(
+        env.MCP_ALLOWED_HOSTS,
+        "server",
+        "comma list of Host headers accepted on `/mcp` (`*`: any, for in-cluster service "
+        "names and ports)",
+        default="*",
     )
-    tools_string: str = Field(default="", json_schema_extra=_env(env.MCP_TOOLS_STRING))
-    # Host headers accepted on /mcp ("*": any, for in-cluster service names and ports).
-    allowed_hosts: str = Field(default="*", json_schema_extra=_env(env.MCP_ALLOWED_HOSTS))
-    name: str = Field(default="kaos-mcp", json_schema_extra=_env(env.MCP_SERVER_NAME))
+    name: str = _setting(env.MCP_SERVER_NAME, "server", "MCP server name", default="kaos-mcp")
+    runtime: Literal["python-string"] = _setting(
+        env.MCP_RUNTIME, "tools", "the only runtime", default="python-string"
+    )
+    tools_string: str = _setting(
+        env.MCP_TOOLS_STRING,
+        "tools",
+        "Python source; each public top-level function is a tool (required)",
+        default="",
+    )
 
     def allowed_host_list(self) -> list[str]:
         return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]

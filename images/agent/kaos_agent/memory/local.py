@@ -1,8 +1,8 @@
 """Pod-local short-term memory: a window of recent turns per session, bounded by tokens.
 
 The window is keyed by principal and session, so a session id guessed by another
-principal reads nothing. Tokens are estimated (four characters a token, the usual rule
-of thumb for English text with OpenAI tokenizers); the oldest turns leave first. The
+principal reads nothing. Tokens are estimated as the memory service estimates them
+(``kaos_core.tokens``); the oldest turns leave first. The
 number of sessions held is bounded too (least recently used leave first) so a pod that
 serves many short conversations does not grow without limit.
 """
@@ -14,16 +14,13 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 
 from kaos_core.memory.contract import Turn
+from kaos_core.tokens import turn_tokens
 
 from kaos_agent.context import RunDeps
 from kaos_agent.memory.base import Recalled
 from kaos_agent.memory.turns import messages_from_turns
 
 MAX_SESSIONS = 10_000
-
-
-def estimate_tokens(text: str) -> int:
-    return max(1, (len(text) + 3) // 4)
 
 
 class LocalMemory:
@@ -51,10 +48,10 @@ class LocalMemory:
             key = self._key(deps)
             window = self._windows.pop(key, None) or deque()
             window.extend(turns)
-            total = sum(estimate_tokens(t.content) for t in window)
+            total = sum(turn_tokens(t.content) for t in window)
             # Keep at least the newest turn even when it alone is over the budget.
             while len(window) > 1 and total > self.token_budget:
-                total -= estimate_tokens(window.popleft().content)
+                total -= turn_tokens(window.popleft().content)
             # A window must not start with a tool or assistant turn cut from its question.
             while len(window) > 1 and window[0].role != "user":
                 window.popleft()

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from kaos_core import agent_env as names
 from kaos_core.crds import reasons
 from kaos_core.crds.agent import Agent, AgentMemory, ReadScope
+from kaos_core.endpoints import format_endpoints
 from kaos_core.memory.contract import scope_rank
+from kaos_core.memory.identity import agent_identity
 
 from kaos_operator.desired.common import (
     AGENT_PORT,
@@ -54,10 +56,6 @@ class Refusal:
 
     reason: str
     message: str
-
-
-def agent_identity(namespace: str, name: str) -> str:
-    return f"kaos://agent/{namespace}/{name}"
 
 
 def agent_endpoint(namespace: str, name: str) -> str:
@@ -108,10 +106,6 @@ def agent_refusal(
     return None
 
 
-def _endpoints(items: tuple[Endpoint, ...]) -> str:
-    return ",".join(f"{e.name}:{e.url}" for e in items)
-
-
 def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
     """The agent runtime's environment (names from ``kaos_core.agent_env``)."""
     spec = agent.spec
@@ -134,9 +128,9 @@ def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
     env[names.MODEL_NAME] = ctx.model_name
     env[names.REASONING_LOOP_MAX_STEPS] = str(cfg.reasoning_loop_max_steps)
     if ctx.mcp_servers:
-        env[names.MCP_SERVERS] = _endpoints(ctx.mcp_servers)
+        env[names.MCP_SERVERS] = format_endpoints(ctx.mcp_servers)
     if ctx.sub_agents:
-        env[names.AGENT_SUB_AGENTS] = _endpoints(ctx.sub_agents)
+        env[names.AGENT_SUB_AGENTS] = format_endpoints(ctx.sub_agents)
     env[names.MEMORY_TYPE] = mode
     if mode == "remote":
         if ctx.memory_endpoint is None:
