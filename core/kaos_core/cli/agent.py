@@ -1,111 +1,76 @@
-"""``kaos agent list|invoke``: see the cluster's agents and talk to one.
+"""``kaos agent``: the shared commands, ``deploy``, and talking to an agent.
 
-``list`` reads Agents through ``kubectl get agents.kaos.tools``. ``invoke`` sends one
-OpenAI-style chat completion to the agent, through ``--url`` or a ``kubectl
-port-forward`` to its Service, with the session id that lets the agent remember the
-conversation; without ``--session`` a fresh one is made and printed for the next turn.
+``invoke`` sends one OpenAI-style chat completion (for scripts); ``chat`` is an
+interactive session that streams the answer as it is produced and keeps one session id
+for the whole run, so the agent's memory carries the conversation; ``tools`` lists what
+the agent can call. The agent is reached through ``--url`` or a ``kubectl port-forward``
+to its Service for the duration of the command.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
+import json
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
+import click
 
-from kaos_core.agent_env import PRINCIPAL_HEADER, SESSION_HEADER
-from kaos_core.cli.output import print_json, table
+from kaos_core.cli.common import CONTEXT_SETTINGS, Cx, common_options, complete_resource
+from kaos_core.cli.kube import Kube
+from kaos_core.cli.output import emit, info, print_json, warn
 from kaos_core.cli.portforward import port_forward, service_target
-from kaos_core.cli.tools import CliError, find_tool, kubectl_json
+from kaos_core.cli.resources import AGENT, add_resource_commands, deploy, deploy_options, spec
+from kaos_core.cli.tools import EXIT_ENVIRONMENT, CliError
+from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
 
 AGENT_PORT = 8000
+complete_agent = complete_resource(AGENT.resource)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    agent = sub.add_parser("agent", help="list agents or talk to one")
-    actions = agent.add_subparsers(dest="action", required=True, metavar="ACTION")
-
-    listing = actions.add_parser("list", help="the Agents, with model, memory and phase")
-    listing.add_argument("-n", "--namespace", default=None, help="only this namespace")
-    listing.add_argument(
-        "-A", "--all-namespaces", action="store_true", help="every namespace (the default)"
-    )
-    listing.add_argument("--json", action="store_true", help="print the Agent objects")
-    listing.set_defaults(handler=list_cmd)
-
-    invoke = actions.add_parser("invoke", help="send one message, print the answer")
-    invoke.add_argument("name", help="Agent name")
-    invoke.add_argument("message", help="the user message")
-    invoke.add_argument("--session", help="session id, to continue a conversation")
-    invoke.add_argument("--principal", help="end-user subject (X-Principal), for testing")
-    invoke.add_argument("-n", "--namespace", default=None, help="namespace of the Agent")
-    invoke.add_argument("--url", help="agent base URL instead of a port-forward")
-    invoke.add_argument("--timeout", type=float, default=120.0, help="seconds to wait")
-    invoke.add_argument("--json", action="store_true", help="print the completion response")
-    invoke.set_defaults(handler=invoke_cmd)
+@click.group(
+    "agent",
+    context_settings=CONTEXT_SETTINGS,
+    help="Agents: list, inspect, deploy, follow and talk to them.",
+)
+def agent_group() -> None:
+    pass
 
 
-def _ready(status: dict[str, Any]) -> str:
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return str(condition.get("status", "Unknown"))
-    return "Unknown"
-
-
-def list_cmd(args: argparse.Namespace) -> int:
-    kubectl = find_tool("kubectl")
-    scope = ["-n", args.namespace] if args.namespace and not args.all_namespaces else ["-A"]
-    document = kubectl_json(kubectl, "get", "agents.kaos.tools", *scope)
-    items: list[dict[str, Any]] = document.get("items", [])
-    if args.json:
-        print_json(items)
-        return 0
-    rows = []
-    for item in sorted(items, key=lambda i: (i["metadata"]["namespace"], i["metadata"]["name"])):
-        spec, status = item.get("spec") or {}, item.get("status") or {}
-        memory = ((spec.get("config") or {}).get("memory")) or {}
-        memory_text = memory.get("type", "local")
-        if memory.get("memoryStore"):
-            memory_text += f" ({memory['memoryStore']})"
-        rows.append(
-            [
-                item["metadata"]["namespace"],
-                item["metadata"]["name"],
-                spec.get("modelAPI"),
-                memory_text,
-                ",".join((spec.get("agentNetwork") or {}).get("access") or []),
-                status.get("phase"),
-                _ready(status),
-                status.get("endpoint"),
-            ]
-        )
-    if not rows:
-        print("no agents found")
-        return 0
-    table(
-        ["namespace", "name", "modelapi", "memory", "delegates", "phase", "ready", "endpoint"],
-        rows,
-    )
-    return 0
+add_resource_commands(agent_group, AGENT)
 
 
 @contextlib.contextmanager
-def agent_url(args: argparse.Namespace) -> Iterator[str]:
-    if args.url:
-        yield args.url
+def agent_url(kube: Kube, name: str, url: str | None) -> Iterator[str]:
+    """``--url``, or a port-forward to the Agent's Service while the block runs."""
+    if url:
+        yield url.rstrip("/")
         return
-    kubectl = find_tool("kubectl")
-    ns_args = ["-n", args.namespace] if args.namespace else []
-    agent = kubectl_json(kubectl, "get", "agents.kaos.tools", args.name, *ns_args)
-    endpoint = (agent.get("status") or {}).get("endpoint")
-    service, port = service_target(endpoint, args.name, AGENT_PORT)
-    with port_forward(kubectl, args.namespace, service, port) as url:
-        yield url
+    obj = kube.get(AGENT.resource, name, missing=AGENT.missing())
+    endpoint = (obj.get("status") or {}).get("endpoint")
+    service, port = service_target(endpoint, name, AGENT_PORT)
+    with port_forward(kube.kubectl, kube.namespace, service, port, context=kube.context) as local:
+        yield local
+
+
+def headers_for(session: str | None, principal: str | None, token: str | None) -> dict[str, str]:
+    headers = {SESSION_HEADER: session} if session else {}
+    if principal:
+        headers[PRINCIPAL_HEADER] = principal
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _refusal(status: int, payload: Any) -> CliError:
+    error = payload.get("error") if isinstance(payload, dict) else None
+    detail = error.get("message") if isinstance(error, dict) else payload
+    hint = " (pass --token or --principal)" if status in (401, 403) else ""
+    return CliError(f"agent answered {status}: {detail}{hint}")
 
 
 async def chat(
@@ -116,22 +81,22 @@ async def chat(
     session: str,
     principal: str | None,
     request_timeout: float,
+    token: str | None = None,
 ) -> dict[str, Any]:
     """One non-streaming chat completion; the parsed response document."""
-    headers = {SESSION_HEADER: session}
-    if principal:
-        headers[PRINCIPAL_HEADER] = principal
     body = {"model": model, "messages": [{"role": "user", "content": message}], "stream": False}
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=request_timeout)) as http,
-            http.post(url.rstrip("/") + "/v1/chat/completions", json=body, headers=headers) as resp,
+            http.post(
+                url.rstrip("/") + "/v1/chat/completions",
+                json=body,
+                headers=headers_for(session, principal, token),
+            ) as resp,
         ):
             payload: Any = await resp.json(content_type=None)
             if resp.status >= 400:
-                error = payload.get("error") if isinstance(payload, dict) else None
-                detail = error.get("message") if isinstance(error, dict) else payload
-                raise CliError(f"agent answered {resp.status}: {detail}")
+                raise _refusal(resp.status, payload)
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         raise CliError(f"agent at {url} failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(payload, dict):
@@ -139,27 +104,304 @@ async def chat(
     return payload
 
 
-def invoke_cmd(args: argparse.Namespace) -> int:
-    session = args.session or f"cli-{uuid.uuid4().hex[:12]}"
-    with agent_url(args) as url:
+async def stream_chat(
+    http: aiohttp.ClientSession, url: str, model: str, message: str, headers: dict[str, str]
+) -> AsyncIterator[str]:
+    """The answer's text pieces as the agent streams them (server-sent events)."""
+    body = {"model": model, "messages": [{"role": "user", "content": message}], "stream": True}
+    async with http.post(url + "/v1/chat/completions", json=body, headers=headers) as resp:
+        if resp.status >= 400:
+            raise _refusal(resp.status, await resp.json(content_type=None))
+        async for raw in resp.content:
+            line = raw.decode("utf-8", "replace").strip()
+            if not line.startswith("data:"):
+                continue
+            data = line.removeprefix("data:").strip()
+            if data == "[DONE]":
+                return
+            event = json.loads(data)
+            if "error" in event:
+                raise CliError(f"agent failed mid-answer: {event['error'].get('message')}")
+            for choice in event.get("choices") or []:
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    yield piece
+
+
+async def chat_loop(
+    url: str, name: str, session: str, headers: dict[str, str], request_timeout: float
+) -> None:
+    interactive = sys.stdin.isatty()
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=request_timeout)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        while True:
+            try:
+                line = await asyncio.to_thread(input, "you> " if interactive else "")
+            except EOFError:
+                print()
+                return
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/exit", "/quit"):
+                return
+            sys.stdout.write(f"{name}> ")
+            sys.stdout.flush()
+            try:
+                async for piece in stream_chat(http, url, name, text, headers):
+                    sys.stdout.write(piece)
+                    sys.stdout.flush()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise CliError(f"agent at {url} failed: {type(exc).__name__}: {exc}") from exc
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+
+
+def _talk_options(fn: Any) -> Any:
+    fn = click.option(
+        "--token",
+        default=None,
+        envvar="KAOS_TOKEN",
+        help="bearer token for the agent (env KAOS_TOKEN)",
+    )(fn)
+    fn = click.option("--principal", default=None, help="end-user subject (X-Principal)")(fn)
+    fn = click.option("--url", default=None, help="agent base URL instead of a port-forward")(fn)
+    return fn
+
+
+@agent_group.command("invoke", help="Send one message and print the answer (for scripts).")
+@click.argument("name", shell_complete=complete_agent)
+@click.argument("message")
+@click.option("--session", default=None, help="session id, to continue a conversation")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="seconds to wait")
+@_talk_options
+@common_options()
+def invoke_cmd(
+    cx: Cx,
+    name: str,
+    message: str,
+    session: str | None,
+    timeout: float,
+    url: str | None,
+    principal: str | None,
+    token: str | None,
+) -> int:
+    chosen = session or f"cli-{uuid.uuid4().hex[:12]}"
+    with agent_url(cx.kube, name, url) as base:
         payload = asyncio.run(
             chat(
-                url,
-                args.name,
-                args.message,
-                session=session,
-                principal=args.principal,
-                request_timeout=args.timeout,
+                base,
+                name,
+                message,
+                session=chosen,
+                principal=principal,
+                request_timeout=timeout,
+                token=token,
             )
         )
-    if args.json:
-        print_json(payload)
+    if cx.fmt != "table":
+        emit(cx.fmt, payload)
     else:
         try:
             answer = payload["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             raise CliError("agent answered without choices[0].message.content") from exc
         print(answer)
-    if not args.session:
-        sys.stderr.write(f"session: {session} (continue with --session {session})\n")
+    if not session:
+        sys.stderr.write(f"session: {chosen} (continue with --session {chosen})\n")
     return 0
+
+
+@agent_group.command(
+    "chat",
+    help="Talk to an agent interactively: answers stream as they are written, one session "
+    "id for the whole run (the agent remembers the conversation). /exit or Ctrl-D ends.",
+)
+@click.argument("name", shell_complete=complete_agent)
+@click.option("--session", default=None, help="session id (default: a new one for this run)")
+@click.option(
+    "--timeout",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="seconds to wait for the next piece of an answer",
+)
+@_talk_options
+@common_options()
+def chat_cmd(
+    cx: Cx,
+    name: str,
+    session: str | None,
+    timeout: float,
+    url: str | None,
+    principal: str | None,
+    token: str | None,
+) -> int:
+    chosen = session or f"cli-chat-{uuid.uuid4().hex[:12]}"
+    with agent_url(cx.kube, name, url) as base:
+        info(f"chatting with {name} at {base}, session {chosen} (/exit to end)")
+        asyncio.run(chat_loop(base, name, chosen, headers_for(chosen, principal, token), timeout))
+    return 0
+
+
+def tools_from_card(card: dict[str, Any]) -> list[dict[str, str]]:
+    rows = []
+    for skill in card.get("skills") or []:
+        tags = skill.get("tags") or []
+        if "chat" in tags:
+            continue
+        source = next((t for t in tags if t.startswith(("mcp:", "peer:"))), tags[0] if tags else "")
+        rows.append(
+            {
+                "name": str(skill.get("name")),
+                "source": source,
+                "description": str(skill.get("description") or ""),
+            }
+        )
+    return rows
+
+
+def tools_from_spec(obj: dict[str, Any]) -> list[dict[str, str]]:
+    s = spec(obj)
+    rows = [
+        {
+            "name": "(tools of the server)",
+            "source": f"mcp:{server}",
+            "description": "listed by the agent once it runs",
+        }
+        for server in s.get("mcpServers") or []
+    ]
+    for peer in (s.get("agentNetwork") or {}).get("access") or []:
+        rows.append(
+            {
+                "name": f"delegate_to_{peer.replace('-', '_')}",
+                "source": f"peer:{peer}",
+                "description": f"Delegates tasks to the agent {peer}.",
+            }
+        )
+    memory = (s.get("config") or {}).get("memory") or {}
+    if memory.get("tools"):
+        rows.append(
+            {
+                "name": "memory",
+                "source": "memory",
+                "description": "Searches and saves long-term memory.",
+            }
+        )
+    return rows
+
+
+async def fetch_card(url: str, headers: dict[str, str]) -> dict[str, Any]:
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http,
+            http.get(url + "/.well-known/agent-card.json", headers=headers) as resp,
+        ):
+            if resp.status >= 400:
+                raise _refusal(resp.status, await resp.json(content_type=None))
+            card: dict[str, Any] = await resp.json()
+            return card
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        raise CliError(f"agent at {url} failed: {type(exc).__name__}: {exc}") from exc
+
+
+@agent_group.command(
+    "tools",
+    help="The tools an agent can call: its MCP servers' tools, its delegation peers and its "
+    "memory tools, as the running agent advertises them in its card; from the Agent's spec "
+    "when the agent cannot be reached.",
+)
+@click.argument("name", shell_complete=complete_agent)
+@_talk_options
+@common_options()
+def tools_cmd(cx: Cx, name: str, url: str | None, principal: str | None, token: str | None) -> int:
+    headers = headers_for(None, principal, token)
+    try:
+        with agent_url(cx.kube, name, url) as base:
+            rows = tools_from_card(asyncio.run(fetch_card(base, headers)))
+        source = "agent"
+    except CliError as exc:
+        if url:
+            raise
+        obj = cx.kube.get(AGENT.resource, name, missing=AGENT.missing())
+        warn(f"agent {name} not reachable ({exc.message}); tools from its spec")
+        rows, source = tools_from_spec(obj), "spec"
+    if cx.fmt == "table":
+        emit(
+            "table",
+            rows,
+            ["name", "source", "description"],
+            [list(r.values()) for r in rows],
+            empty=f"agent {name} has no tools",
+        )
+    else:
+        emit(cx.fmt, {"agent": name, "from": source, "tools": rows})
+    return 0
+
+
+@agent_group.command(
+    "deploy",
+    help="Create or update an Agent. --memorystore makes its memory remote; --access lets it "
+    "delegate to other agents.",
+)
+@click.argument("name", required=False)
+@click.option("--modelapi", default=None, help="ModelAPI serving its model (required)")
+@click.option("--model", default=None, help="model name, e.g. openai/gpt-4o-mini")
+@click.option("--mcp", "mcp_servers", multiple=True, help="MCPServer it may use (repeatable)")
+@click.option("--access", multiple=True, help="agent it may delegate to (repeatable)")
+@click.option("--instructions", default=None, help="system instructions")
+@click.option("--description", default=None, help="what it does (its A2A card)")
+@click.option("--memorystore", default=None, help="remember through this MemoryStore")
+@click.option("--memory-tools", is_flag=True, help="offer search_memory/save_memory as tools")
+@click.option(
+    "--expose/--no-expose", default=True, show_default=True, help="other agents may delegate to it"
+)
+@deploy_options
+@common_options()
+def agent_deploy(
+    cx: Cx,
+    name: str | None,
+    modelapi: str | None,
+    model: str | None,
+    mcp_servers: tuple[str, ...],
+    access: tuple[str, ...],
+    instructions: str | None,
+    description: str | None,
+    memorystore: str | None,
+    memory_tools: bool,
+    expose: bool,
+    file_: str | None,
+    wait: bool,
+    timeout: float,
+    dry_run: bool,
+) -> int:
+    def build() -> dict[str, Any]:
+        if not modelapi:
+            raise CliError("kaos agent deploy needs --modelapi NAME", EXIT_ENVIRONMENT)
+        if memory_tools and not memorystore:
+            raise CliError("--memory-tools needs --memorystore", EXIT_ENVIRONMENT)
+        config: dict[str, Any] = {}
+        if instructions:
+            config["instructions"] = instructions
+        if description:
+            config["description"] = description
+        if memorystore:
+            config["memory"] = {
+                "type": "remote",
+                "memoryStore": memorystore,
+                **({"tools": True} if memory_tools else {}),
+            }
+        body: dict[str, Any] = {"modelAPI": modelapi}
+        if model:
+            body["model"] = model
+        if mcp_servers:
+            body["mcpServers"] = list(mcp_servers)
+        body["agentNetwork"] = {"expose": expose, **({"access": list(access)} if access else {})}
+        if config:
+            body["config"] = config
+        return body
+
+    return deploy(AGENT, cx, name, file_, build, wait=wait, timeout=timeout, dry_run=dry_run)
+
+
+__all__ = ["agent_group", "chat", "print_json"]

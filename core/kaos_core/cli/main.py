@@ -1,44 +1,29 @@
-"""Entry point of the ``kaos`` console script: argument parsing and error reporting.
+"""Entry point of the ``kaos`` console script.
 
-Every subcommand module registers its parser and a ``handler(args) -> int``; ``main``
-turns ``CliError`` into one ``error: ...`` line on stderr and its exit status.
+The CLI's libraries (click, rich) come with the ``cli`` extra, which the images do not
+install; without them ``kaos`` says so in one line instead of an ImportError.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 
-from kaos_core.cli import agent, memory, system
-from kaos_core.cli.tools import CliError
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kaos",
-        description="KAOS: run AI agents on Kubernetes. Uses your kubectl and helm "
-        "(current kubeconfig context).",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    system.add_parser(sub)
-    agent.add_parser(sub)
-    memory.add_parser(sub)
-    return parser
+MISSING_EXTRA = (
+    "error: the kaos command line needs its extra: pip install 'kaos[cli]' (missing: {name})"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        status: int = args.handler(args)
-    except CliError as exc:
-        sys.stdout.flush()
-        print(f"error: {exc.message}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    return status
+        import click  # noqa: F401
+        import rich  # noqa: F401
+    except ImportError as exc:
+        print(MISSING_EXTRA.format(name=exc.name or "click"), file=sys.stderr)
+        return 2
+    from kaos_core.cli.app import run
+
+    return run(argv)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,14 @@ import sys
 from collections.abc import Iterator
 from typing import Any, get_args
 
-from kaos_core.cli.output import print_json, table, warn
+import click
+
+from kaos_core.cli.common import CONTEXT_SETTINGS, Cx, common_options, complete_resource
+from kaos_core.cli.kube import Kube
+from kaos_core.cli.output import print_json, print_yaml, table, warn
 from kaos_core.cli.portforward import port_forward, service_target
-from kaos_core.cli.tools import EXIT_ENVIRONMENT, CliError, find_tool, kubectl_json
+from kaos_core.cli.resources import MEMORYSTORE
+from kaos_core.cli.tools import EXIT_ENVIRONMENT, CliError
 from kaos_core.errors import BadRequest
 from kaos_core.memory.client import MemoryRequestRejected, MemoryServiceClient, MemoryUnavailable
 from kaos_core.memory.contract import (
@@ -32,59 +37,6 @@ from kaos_core.memory.contract import (
 from kaos_core.memory.identity import agent_identity
 
 MEMORY_PORT = 8080
-
-
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    memory = sub.add_parser("memory", help="inspect or erase what a MemoryStore remembers")
-    actions = memory.add_subparsers(dest="action", required=True, metavar="ACTION")
-
-    recall = actions.add_parser("recall", help="relevance search plus the session's tiers")
-    _common(recall)
-    recall.add_argument("--query", required=True, help="what to search for")
-    recall.add_argument("--top-k", type=int, default=None, help="at most this many facts")
-    _include(recall)
-    recall.set_defaults(handler=recall_cmd)
-
-    listing = actions.add_parser("list", help="every fact in the scope plus the session's tiers")
-    _common(listing)
-    listing.add_argument("--limit", type=int, default=100, help="facts per page (default 100)")
-    listing.add_argument("--cursor", default=None, help="next_cursor of the previous page")
-    _include(listing)
-    listing.set_defaults(handler=list_cmd)
-
-    forget = actions.add_parser("forget", help="erase one scope across all tiers")
-    _common(forget)
-    forget.set_defaults(handler=forget_cmd)
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--store", help="MemoryStore name (reached by kubectl port-forward)")
-    target.add_argument("--url", help="memory service base URL, e.g. http://127.0.0.1:8080")
-    parser.add_argument(
-        "--level", required=True, choices=get_args(Level), help="scope of the operation"
-    )
-    parser.add_argument("--session", help="session id (X-Session-Id)")
-    parser.add_argument("--principal", help="end-user subject (X-Principal)")
-    parser.add_argument(
-        "--agent",
-        help="act as this agent: NAME (in --namespace), NAMESPACE/NAME or kaos://agent/NS/NAME",
-    )
-    parser.add_argument(
-        "-n", "--namespace", default=None, help="namespace of the store and of --agent NAME"
-    )
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
-    parser.add_argument("--json", action="store_true", help="print the contract response")
-
-
-def _include(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--include",
-        action="append",
-        choices=ALL_TIERS,
-        default=None,
-        help="tier to include (repeatable; default all)",
-    )
 
 
 def resolve_agent(agent: str | None, namespace: str | None) -> str | None:
@@ -121,12 +73,13 @@ def memory_url(args: argparse.Namespace) -> Iterator[str]:
     if args.url:
         yield args.url
         return
-    kubectl = find_tool("kubectl")
-    ns_args = ["-n", args.namespace] if args.namespace else []
-    store = kubectl_json(kubectl, "get", "memorystores.kaos.tools", args.store, *ns_args)
+    if not args.store:
+        raise CliError("name the store: --store NAME, or --url URL", EXIT_ENVIRONMENT)
+    kube: Kube = args.cx.kube
+    store = kube.get(MEMORYSTORE.resource, args.store, missing=MEMORYSTORE.missing())
     endpoint = (store.get("status") or {}).get("endpoint")
     service, port = service_target(endpoint, args.store, MEMORY_PORT)
-    with port_forward(kubectl, args.namespace, service, port) as url:
+    with port_forward(kube.kubectl, kube.namespace, service, port, context=kube.context) as url:
         yield url
 
 
@@ -166,6 +119,15 @@ def _run(args: argparse.Namespace, call: str) -> Any:
             raise CliError(exc.message) from exc
 
 
+def _dump(response: Any, args: argparse.Namespace) -> bool:
+    """Print the contract response for ``-o json|yaml``; False for tables."""
+    if args.cx.fmt == "table":
+        return False
+    document = response.model_dump(mode="json")
+    (print_json if args.cx.fmt == "json" else print_yaml)(document)
+    return True
+
+
 def recall_cmd(args: argparse.Namespace) -> int:
     response: RecallResponse = _run(args, "recall")
     _print_read(response, args, scored=True)
@@ -175,16 +137,14 @@ def recall_cmd(args: argparse.Namespace) -> int:
 def list_cmd(args: argparse.Namespace) -> int:
     response: ListResponse = _run(args, "list")
     _print_read(response, args, scored=False)
-    if not args.json and response.next_cursor:
+    if args.cx.fmt == "table" and response.next_cursor:
         print(f"\nmore: --cursor {response.next_cursor}")
     return 0
 
 
 def forget_cmd(args: argparse.Namespace) -> int:
     response: ForgetResponse = _run(args, "forget")
-    if args.json:
-        print_json(response.model_dump(mode="json"))
-    else:
+    if not _dump(response, args):
         counts = response.forgotten
         table(
             ["tier", "forgotten"],
@@ -200,9 +160,7 @@ def forget_cmd(args: argparse.Namespace) -> int:
 
 
 def _print_read(response: RecallResponse, args: argparse.Namespace, *, scored: bool) -> None:
-    if args.json:
-        print_json(response.model_dump(mode="json"))
-    else:
+    if not _dump(response, args):
         include = set(tiers(args))
         if "long_term" in include:
             headers = ["id", "text", "user", "agent", "session", "created"]
@@ -211,9 +169,13 @@ def _print_read(response: RecallResponse, args: argparse.Namespace, *, scored: b
             rows = []
             for fact in response.long_term.facts:
                 row: list[object] = [
-                    fact.id, fact.text, fact.user_id, fact.agent_id, fact.session_id,
+                    fact.id,
+                    fact.text,
+                    fact.user_id,
+                    fact.agent_id,
+                    fact.session_id,
                     fact.created_at,
-                ]  # fmt: skip
+                ]
                 if scored:
                     row.insert(2, None if fact.score is None else f"{fact.score:.3f}")
                 rows.append(row)
@@ -231,3 +193,86 @@ def _print_read(response: RecallResponse, args: argparse.Namespace, *, scored: b
     if response.degraded:
         warn("the answer is degraded: the long-term store could not be reached")
     sys.stdout.flush()
+
+
+@click.group(
+    "memory",
+    context_settings=CONTEXT_SETTINGS,
+    help="Inspect or erase what a MemoryStore remembers (the administrator's view). Without "
+    "--agent the request is the trusted admin path, which may also use the store level.",
+)
+def memory_group() -> None:
+    pass
+
+
+def _options(fn: Any) -> Any:
+    options = [
+        click.option(
+            "--timeout", type=float, default=30.0, show_default=True, help="seconds per request"
+        ),
+        click.option(
+            "--agent",
+            default=None,
+            help="act as this agent: NAME (in -n), NAMESPACE/NAME or kaos://agent/NS/NAME",
+        ),
+        click.option("--principal", default=None, help="end-user subject (X-Principal)"),
+        click.option("--session", default=None, help="session id (X-Session-Id)"),
+        click.option(
+            "--level",
+            required=True,
+            type=click.Choice(get_args(Level)),
+            help="scope of the operation",
+        ),
+        click.option("--url", default=None, help="memory service base URL instead of --store"),
+        click.option(
+            "--store",
+            default=None,
+            shell_complete=complete_resource(MEMORYSTORE.resource),
+            help="MemoryStore name (reached by kubectl port-forward)",
+        ),
+    ]
+    for option in options:
+        fn = option(fn)
+    return common_options(namespace_help="namespace of the store and of --agent NAME")(fn)
+
+
+def _include_option(fn: Any) -> Any:
+    return click.option(
+        "--include",
+        multiple=True,
+        type=click.Choice(ALL_TIERS),
+        help="tier to include (repeatable; default all)",
+    )(fn)
+
+
+def _args(cx: Cx, **params: Any) -> argparse.Namespace:
+    if params.get("url") and params.get("store"):
+        raise CliError("give --store or --url, not both", EXIT_ENVIRONMENT)
+    if not params.get("url") and not params.get("store"):
+        raise CliError("name the store: --store NAME, or --url URL", EXIT_ENVIRONMENT)
+    params["include"] = list(params.get("include") or []) or None
+    return argparse.Namespace(cx=cx, namespace=cx.kube.namespace, **params)
+
+
+@memory_group.command("recall", help="Relevance search plus the session's tiers.")
+@click.option("--query", required=True, help="what to search for")
+@click.option("--top-k", type=int, default=None, help="at most this many facts")
+@_include_option
+@_options
+def recall_command(cx: Cx, **params: Any) -> int:
+    return recall_cmd(_args(cx, **params))
+
+
+@memory_group.command("list", help="Every fact in the scope plus the session's tiers.")
+@click.option("--limit", type=int, default=100, show_default=True, help="facts per page")
+@click.option("--cursor", default=None, help="next_cursor of the previous page")
+@_include_option
+@_options
+def list_command(cx: Cx, **params: Any) -> int:
+    return list_cmd(_args(cx, **params))
+
+
+@memory_group.command("forget", help="Erase one scope across all tiers.")
+@_options
+def forget_command(cx: Cx, **params: Any) -> int:
+    return forget_cmd(_args(cx, **params))

@@ -38,11 +38,17 @@ def service_target(endpoint: str | None, name: str, default_port: int) -> tuple[
 
 @contextmanager
 def port_forward(
-    kubectl: str, namespace: str | None, service: str, remote_port: int
+    kubectl: str,
+    namespace: str | None,
+    service: str,
+    remote_port: int,
+    *,
+    context: str | None = None,
 ) -> Iterator[str]:
     """Forward a free local port to ``svc/<service>:<remote_port>``; yields its URL."""
     local = free_port()
-    argv = [kubectl, "port-forward", "--address", "127.0.0.1"]
+    argv = [kubectl, *(["--context", context] if context else [])]
+    argv += ["port-forward", "--address", "127.0.0.1"]
     if namespace:
         argv += ["-n", namespace]
     argv += [f"svc/{service}", f"{local}:{remote_port}"]

@@ -93,10 +93,17 @@ def first_line(text: str) -> str:
     return lines[0] if lines else "(no output)"
 
 
-def require_cluster(kubectl: str, *, timeout: float = 15) -> None:
-    """Fail with exit 2 unless the current kubeconfig reaches an API server that is ready."""
+def require_cluster(kubectl: str, *, timeout: float = 15, context: str | None = None) -> None:
+    """Fail with exit 2 unless the kubeconfig (context) reaches an API server that is ready."""
     proc = run(
-        [kubectl, "get", "--raw", "/readyz", f"--request-timeout={int(timeout)}s"],
+        [
+            kubectl,
+            *(["--context", context] if context else []),
+            "get",
+            "--raw",
+            "/readyz",
+            f"--request-timeout={int(timeout)}s",
+        ],
         timeout=timeout + 5,
     )
     if proc.returncode != 0:

@@ -179,14 +179,11 @@ def test_memory_rejects_a_malformed_agent_before_sending(
 
 
 def test_memory_needs_a_level_and_a_target(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["memory", "list", "--url", "http://127.0.0.1:1"])
-    assert exc.value.code == 2
-    assert "--level" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exc:
-        main(["memory", "list", "--level", "store"])
-    assert exc.value.code == 2
-    assert "--store" in capsys.readouterr().err
+    assert main(["memory", "list", "--url", "http://127.0.0.1:1"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "--level" in line and line.endswith("(see: kaos memory list --help)")
+    assert main(["memory", "list", "--level", "store"]) == 2
+    assert "--store NAME, or --url URL" in one_error_line(capsys.readouterr().err)
 
 
 def test_agent_invoke_against_nothing_fails_with_one_line(
@@ -198,12 +195,25 @@ def test_agent_invoke_against_nothing_fails_with_one_line(
     assert f"agent at {url} failed" in one_error_line(capsys.readouterr().err)
 
 
-def test_agent_list_without_a_cluster_fails_with_kubectls_reason(
+def test_agent_list_without_a_cluster_names_the_context_to_check(
     no_cluster: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if shutil.which("kubectl", path=os.environ.get("PATH")) is None:
         pytest.fail("kubectl is not on PATH", pytrace=False)
 
-    assert main(["agent", "list"]) == 1
+    assert main(["agent", "list"]) == 2
     line = one_error_line(capsys.readouterr().err)
-    assert line.startswith("error: kubectl get agents.kaos.tools -A:")
+    assert line.startswith("error: no Kubernetes cluster reachable through the current context")
+    assert "connection refused" in line and "(check --context or KUBECONFIG)" in line
+    assert "memcache.go" not in line
+
+    assert main(["agent", "list", "--context", "nowhere", "-A"]) == 2
+    assert "through context nowhere" in one_error_line(capsys.readouterr().err)
+
+
+def test_a_missing_context_is_one_line(
+    no_cluster: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["modelapi", "list", "--context", "no-such-context"]) == 1
+    line = one_error_line(capsys.readouterr().err)
+    assert "no-such-context" in line

@@ -9,6 +9,8 @@ package pulled in through some intermediate dependency is caught too.
 from __future__ import annotations
 
 import importlib.metadata as md
+import re
+from pathlib import Path
 
 import pytest
 from packaging.markers import default_environment
@@ -46,18 +48,21 @@ def _closure(root: str, extras: frozenset[str]) -> set[str]:
 
 
 HEAVY = {"mem0ai", "chromadb", "psycopg", "kubernetes-asyncio", "pydantic-ai-slim", "torch"}
+# The command line's own libraries: only the `cli` extra brings them.
+CLI = {"click", "rich"}
 
 
 @pytest.mark.parametrize(
     ("extra", "forbidden"),
     [
-        ("", HEAVY),
+        ("", HEAVY | CLI),
+        ("cli", HEAVY),
         ("memory", {"pydantic-ai-slim", "kubernetes-asyncio", "torch"}),
         (
             "agent",
             {"mem0ai", "chromadb", "psycopg", "psycopg-binary", "kubernetes-asyncio", "torch"},
         ),
-        ("operator", {"mem0ai", "chromadb", "pydantic-ai-slim", "pydantic-ai", "torch"}),
+        ("operator", {"mem0ai", "chromadb", "pydantic-ai-slim", "pydantic-ai", "torch"} | CLI),
     ],
 )
 def test_extra_brings_only_its_image_dependencies(extra: str, forbidden: set[str]) -> None:
@@ -72,6 +77,7 @@ def test_extra_brings_only_its_image_dependencies(extra: str, forbidden: set[str
         ("memory", {"mem0ai", "chromadb", "psycopg", "psycopg-pool", "pgvector"}),
         ("agent", {"pydantic-ai-slim", "mcp", "a2a-sdk", "openai"}),
         ("operator", {"kubernetes-asyncio"}),
+        ("cli", CLI),
     ],
 )
 def test_extra_brings_what_its_image_runs_on(extra: str, required: set[str]) -> None:
@@ -82,3 +88,14 @@ def test_extra_brings_what_its_image_runs_on(extra: str, required: set[str]) -> 
 def test_no_extra_needs_torch() -> None:
     everything = _closure(PROJECT, frozenset({"memory", "agent", "operator"}))
     assert "torch" not in everything
+
+
+def test_no_image_installs_the_cli_extra() -> None:
+    """The images install their own extra only; the memory and agent images get click and
+    rich through their libraries (chromadb, mcp), never through `kaos[cli]`."""
+    root = Path(__file__).resolve().parents[3]
+    dockerfiles = [root / "Dockerfile.base", *sorted((root / "images").glob("*/Dockerfile"))]
+    assert len(dockerfiles) >= 4
+    for dockerfile in dockerfiles:
+        installs = re.findall(r"kaos\[([a-z,]+)\]", dockerfile.read_text())
+        assert all("cli" not in extras.split(",") for extras in installs), dockerfile

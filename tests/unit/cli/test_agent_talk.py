@@ -1,0 +1,157 @@
+"""``kaos agent chat``, ``agent tools`` and ``kaos a2a`` against a real agent runtime
+(``kaos-agent``) on loopback whose model is ``kaos-devmodel``, through the real ``kaos``
+executable. ``chat`` runs in a pseudo-terminal as a person would use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from tests.fixtures.agent import AgentFactory
+from tests.support.devmodel import DevModel
+from tests.support.procs import console_script
+
+KAOS = console_script("kaos")
+
+
+def kaos(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([KAOS, *argv], capture_output=True, text=True, timeout=120, check=False)
+
+
+def kaos_json(*argv: str) -> Any:
+    proc = kaos(*argv, "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+class Terminal:
+    """A process on a pseudo-terminal: type lines, read until the screen shows a text."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            close_fds=True,
+            env={**os.environ, "NO_COLOR": "1", "TERM": "dumb"},
+        )
+        os.close(slave)
+        self.screen = ""
+
+    def read_until(self, text: str, within: float = 60) -> str:
+        deadline = time.monotonic() + within
+        while text not in self.screen:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(
+                    f"{text!r} not shown within {within}s; screen: {self.screen!r}"
+                )
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 4096)
+                except OSError:  # the process closed the terminal
+                    chunk = b""
+                if not chunk:
+                    raise AssertionError(f"{text!r} never shown; screen: {self.screen!r}")
+                self.screen += chunk.decode("utf-8", "replace").replace("\r", "")
+        return self.screen
+
+    def type(self, line: str) -> None:
+        os.write(self.master, (line + "\n").encode())
+
+    def close(self) -> int:
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            os.close(self.master)
+
+
+def test_chat_streams_two_turns_in_one_session_and_memory_replays(
+    agent_factory: AgentFactory, devmodel: DevModel
+) -> None:
+    agent = agent_factory(name="assistant")
+    term = Terminal([KAOS, "agent", "chat", "assistant", "--url", agent.url, "--principal", "ada"])
+    try:
+        screen = term.read_until("you> ")
+        assert "chatting with assistant" in screen and "session cli-chat-" in screen
+        term.type("my name is Ada")
+        term.read_until("assistant> Echo: my name is Ada\n")
+        term.read_until("you> ")
+        term.type("what did I say")
+        term.read_until("assistant> Echo: what did I say\n")
+        term.read_until("you> ")
+        term.type("/exit")
+        assert term.close() == 0
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+            term.proc.wait()
+    chats = [r for r in devmodel.requests() if r.get("kind") == "chat" or "messages" in r]
+    assert len(chats) >= 2 and all(r["stream"] for r in chats[-2:])
+    second = [(m["role"], m["content"]) for m in chats[-1]["messages"] if m["role"] != "system"]
+    # The agent replayed the first turn of the session into the second request.
+    assert ("user", "my name is Ada") in second
+    assert ("assistant", "Echo: my name is Ada") in second
+    assert second[-1] == ("user", "what did I say")
+
+
+def test_a2a_send_get_list_and_cancel(agent_factory: AgentFactory) -> None:
+    agent = agent_factory(name="tasker")
+    url = ["--url", agent.url]
+
+    sent = kaos_json("a2a", "send", "tasker", "hello tasks", *url, "--session", "s-a2a")
+    assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert sent["artifacts"][0]["parts"][0]["text"] == "Echo: hello tasks"
+
+    table = kaos("a2a", "get", "tasker", sent["id"], *url)
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()
+    assert header.split() == ["TASK", "SESSION", "STATE", "ANSWER"]
+    assert row.split()[:3] == [sent["id"], "s-a2a", "COMPLETED"]
+
+    listed = kaos_json("a2a", "list", "tasker", *url, "--session", "s-a2a")
+    assert [t["id"] for t in listed["tasks"]] == [sent["id"]]
+
+    cancel = kaos("a2a", "cancel", "tasker", sent["id"], *url)
+    assert cancel.returncode == 1
+    assert cancel.stderr.startswith("error: CancelTask refused (-32002)")
+    assert "not cancelable" in cancel.stderr and cancel.stderr.count("\n") == 1
+
+    missing = kaos("a2a", "get", "tasker", "no-such-task", *url)
+    assert missing.returncode == 1 and "GetTask refused (-32001)" in missing.stderr
+
+
+def test_tools_lists_what_the_agent_card_advertises(agent_factory: AgentFactory) -> None:
+    agent = agent_factory(name="toolful", AGENT_SUB_AGENTS="helper:http://127.0.0.1:9")
+    document = kaos_json("agent", "tools", "toolful", "--url", agent.url)
+    assert document["from"] == "agent"
+    assert {
+        "name": "delegate_to_helper",
+        "source": "peer:helper",
+        "description": "Delegates tasks to the agent helper.",
+    } in document["tools"]
+
+
+@pytest.mark.parametrize("command", ["chat", "tools"])
+def test_unreachable_agent_url_is_one_line(command: str) -> None:
+    proc = subprocess.run(
+        [KAOS, "agent", command, "x", "--url", "http://127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input="hi\n",
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1].startswith("error: agent at http://127.0.0.1:9 failed")
+    assert "Traceback" not in proc.stderr
