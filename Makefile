@@ -33,7 +33,7 @@ services: ## install and start the test services (PostgreSQL+pgvector, Kubernete
 	hack/k8s-build
 
 # Every shell script of the project; shellcheck comes from Debian (.ci/run installs it).
-SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/test-cluster hack/gen-crds \
+SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/test-cluster hack/gen-crds hack/gen-docs \
 	hack/bench/memory hack/bench/memory-replicas hack/bench/operator $(wildcard hack/kind/*)
 
 # shellcheck from Debian when missing (root, or sudo), so `make test` sets up a fresh machine.

@@ -1,7 +1,7 @@
 """Memory HTTP contract v1: one request and one response model per endpoint.
 
 The service and every client import these models, so the two sides cannot drift. The
-pinned text is ``shared/spec/memory-http-v1.md``. Request models are strict (no type
+pinned text is ``docs/memory-http-v1.md``. Request models are strict (no type
 coercion) and forbid unknown fields; identity never travels in a body (see
 ``kaos_core.memory.identity``).
 """
@@ -85,14 +85,22 @@ class RecallRequest(_Request):
     level: Level
     query: str = Field(max_length=64 * 1024)
     top_k: int | None = Field(default=None, ge=1, le=100)
-    include: list[Tier] = Field(default_factory=lambda: list(ALL_TIERS), min_length=1)
+    include: list[Tier] = Field(
+        default_factory=lambda: list(ALL_TIERS),
+        min_length=1,
+        json_schema_extra={"uniqueItems": True},
+    )
 
     _check_include = field_validator("include")(_unique_tiers)
 
 
 class ListRequest(_Request):
     level: Level
-    include: list[Tier] = Field(default_factory=lambda: list(ALL_TIERS), min_length=1)
+    include: list[Tier] = Field(
+        default_factory=lambda: list(ALL_TIERS),
+        min_length=1,
+        json_schema_extra={"uniqueItems": True},
+    )
     limit: int = Field(default=100, ge=1, le=1000)
     cursor: str | None = Field(default=None, max_length=1024)
 

@@ -1,0 +1,367 @@
+"""The agent's published HTTP API: wire models of its answers and its OpenAPI document.
+
+Chat completions take ``kaos_agent.chat.ChatRequest`` and answer the OpenAI Chat
+Completions shapes below (or, with ``stream: true``, server-sent events whose ``data`` is a
+``ChatCompletionChunk``, an error object, or ``[DONE]``); A2A is JSON-RPC 2.0 at ``POST /``
+whose errors travel in-band with HTTP 200; the agent card is served at both well-known
+paths. ``hack/gen-docs`` writes ``agent_document()`` to ``docs/openapi/agent.json``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Literal
+
+from kaos_core import openapi
+from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
+from kaos_core.openapi import JSON, REQUEST_ID, REQUEST_ID_ECHO, Header, Operation, Reply
+from pydantic import BaseModel, ConfigDict, RootModel
+from typing_extensions import TypedDict
+
+from kaos_agent.chat import ChatRequest
+from kaos_agent.context import MAX_DEPTH_VALUE
+
+AGENT_API_VERSION = "1.0.0"
+EVENT_STREAM = "text/event-stream"
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    finish_reason: str
+
+
+class Usage(BaseModel):
+    """Always zero: the agent does not account tokens per answer."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletion(BaseModel):
+    """The answer of a non-streaming ``POST /v1/chat/completions``."""
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class ChunkDelta(TypedDict, total=False):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChunkChoice(BaseModel):
+    index: int
+    delta: ChunkDelta
+    finish_reason: str | None
+
+
+class ChatCompletionChunk(BaseModel):
+    """One event of a streamed answer (the ``data`` of a server-sent event)."""
+
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"]
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    """``GET /v1/models``: the agent itself, as the one model it serves."""
+
+    object: Literal["list"]
+    data: list[ModelCard]
+
+
+class AgentInterface(BaseModel):
+    url: str
+    protocolBinding: str
+    protocolVersion: str
+
+
+class AgentCapabilities(BaseModel):
+    streaming: bool
+    pushNotifications: bool
+    extendedAgentCard: bool
+
+
+class AgentSkill(BaseModel):
+    id: str
+    name: str
+    description: str
+    tags: list[str]
+
+
+class AgentCard(BaseModel):
+    """The A2A agent card: 1.0 fields plus the 0.3 top-level ``url`` and transport."""
+
+    name: str
+    description: str
+    version: str
+    supportedInterfaces: list[AgentInterface]
+    url: str
+    protocolVersion: str
+    preferredTransport: str
+    capabilities: AgentCapabilities
+    defaultInputModes: list[str]
+    defaultOutputModes: list[str]
+    skills: list[AgentSkill]
+
+
+class JsonRpcRequest(BaseModel):
+    """A JSON-RPC 2.0 request; ``params`` are the A2A method's (protobuf JSON mapping)."""
+
+    model_config = ConfigDict(extra="allow")
+    jsonrpc: Literal["2.0"]
+    method: str
+    id: str | int | None = None
+    params: dict[str, Any] = {}
+
+
+class JsonRpcErrorObject(BaseModel):
+    code: int
+    message: str
+
+
+class JsonRpcSuccess(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    jsonrpc: Literal["2.0"]
+    id: str | int | None
+    result: dict[str, Any]
+
+
+class JsonRpcFailure(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    jsonrpc: Literal["2.0"]
+    id: str | int | None
+    error: JsonRpcErrorObject
+
+
+class JsonRpcResponse(RootModel[JsonRpcSuccess | JsonRpcFailure]):
+    """A result or an error object; A2A errors use the A2A specification's codes."""
+
+
+SESSION = openapi.session_header(
+    "Conversation id. Absent: a fresh id is minted and returned in the same header. "
+    "Malformed: 400 `bad_identity_header`."
+)
+PRINCIPAL = openapi.principal_header(
+    "Verified end-user subject, forwarded to memory and to delegated agents. Malformed: "
+    "400 `bad_identity_header`."
+)
+DEPTH = Header(
+    DELEGATION_DEPTH_HEADER,
+    "How deep in a delegation chain this call is (set by a delegating agent). Not an "
+    f"integer from 0 to {MAX_DEPTH_VALUE}: 400 `bad_delegation_depth`.",
+    {"type": "integer", "minimum": 0, "maximum": MAX_DEPTH_VALUE},
+)
+A2A_DEPTH = Header(
+    DELEGATION_DEPTH_HEADER,
+    "As for chat completions; an unusable value is a JSON-RPC invalid-params error. "
+    "Without it, the message's `kaos.delegationDepth` metadata is read.",
+    {"type": "string"},
+)
+SESSION_ECHO = Header("X-Session-Id", "The run's session id.", openapi.SUBJECT_SCHEMA)
+
+# The data of a streamed event: a chunk, an error object, or the end marker.
+STREAM_EVENT: openapi.Schema = {
+    "type": "object",
+    "description": (
+        "One server-sent event. `data` is a JSON `ChatCompletionChunk`, a JSON error "
+        "object (`{error: {code, message}, request_id}`: a failure after the stream "
+        "started), or `[DONE]`, always last."
+    ),
+    "properties": {
+        "event": {"type": "string"},
+        "data": {
+            "anyOf": [
+                {"const": "[DONE]"},
+                {
+                    "type": "string",
+                    "contentMediaType": JSON,
+                    "contentSchema": {"$ref": "#/components/schemas/ChatCompletionChunk"},
+                },
+            ]
+        },
+    },
+    "required": ["data"],
+}
+
+
+def _chat_replies() -> dict[int, Reply]:
+    err = openapi.error_reply
+    return {
+        200: Reply(
+            "The answer; a stream of chunks with `stream: true`.",
+            {JSON: ChatCompletion, EVENT_STREAM: STREAM_EVENT},
+            (SESSION_ECHO, REQUEST_ID_ECHO),
+        ),
+        400: err(
+            "`malformed_json`, `invalid_body` (wrong shape, or the last message is not a "
+            "user message with text), `bad_identity_header`, `bad_delegation_depth`."
+        ),
+        413: err("`payload_too_large`: the body exceeds 8 MiB."),
+        415: err("`unsupported_media_type`: the content type is not `application/json`."),
+        500: err(
+            "`memory_write_failed` (the answer's memory write failed under `failureMode: "
+            "strict`), `internal_error`."
+        ),
+        502: err("`model_unavailable`: the model could not answer."),
+    }
+
+
+_USER_MESSAGE = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}
+A2A_EXAMPLES: dict[str, object] = {
+    "sendMessage": {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": _USER_MESSAGE},
+    },
+    "sendMessageV03": {
+        "jsonrpc": "2.0",
+        "id": "r-2",
+        "method": "message/send",
+        "params": {
+            "message": {
+                "kind": "message",
+                "messageId": "m-2",
+                "role": "user",
+                "parts": [{"kind": "text", "text": "hello"}],
+            }
+        },
+    },
+    "listTasks": {"jsonrpc": "2.0", "id": 3, "method": "ListTasks", "params": {}},
+    "getUnknownTask": {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "method": "GetTask",
+        "params": {"id": "no-such-task"},
+    },
+}
+CHAT_EXAMPLES: dict[str, object] = {
+    "answer": {"messages": [{"role": "user", "content": "hello"}]},
+    "stream": {
+        "model": "agent",
+        "stream": True,
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "hello"}]},
+        ],
+    },
+}
+
+
+def agent_operations() -> list[Operation]:
+    chat = ["chat"]
+    a2a = ["a2a"]
+    card_reply = {200: Reply("The agent card.", {JSON: AgentCard}, (REQUEST_ID_ECHO,))}
+    card_doc = "Who this agent is, where to reach it, and its skills (tools, peers, memory)."
+    return [
+        Operation(
+            "/v1/chat/completions",
+            "post",
+            "chatCompletions",
+            "Run the agent on the last user message (OpenAI Chat Completions)",
+            "The last message must be the user's; earlier messages are the caller's "
+            "history, replayed only when memory holds nothing for the session. Fields "
+            "OpenAI clients send beside these are accepted and ignored.",
+            chat,
+            _chat_replies(),
+            [PRINCIPAL, SESSION, DEPTH, REQUEST_ID],
+            ChatRequest,
+            body_examples=CHAT_EXAMPLES,
+            extra_models=(ChatCompletionChunk,),
+        ),
+        Operation(
+            "/v1/models",
+            "get",
+            "listModels",
+            "The one model this agent serves: itself",
+            "OpenAI-compatible model listing.",
+            chat,
+            {200: Reply("The model list.", {JSON: ModelList}, (REQUEST_ID_ECHO,))},
+        ),
+        Operation(
+            "/",
+            "post",
+            "a2a",
+            "A2A JSON-RPC 2.0 (protocol 1.0 methods, 0.3 names as aliases)",
+            "Methods: `SendMessage`, `GetTask`, `CancelTask`, `ListTasks` and the 0.3 "
+            "`message/send`, `tasks/get`, `tasks/cancel`. Streaming, push notification and "
+            "extended-card methods answer the unsupported-operation error (-32004). Every "
+            "answer, errors included, is HTTP 200 with a JSON-RPC response.",
+            a2a,
+            {200: Reply("A JSON-RPC response.", {JSON: JsonRpcResponse}, (REQUEST_ID_ECHO,))},
+            [
+                PRINCIPAL,
+                openapi.session_header(
+                    "Conversation id; without it the message's `contextId`, else a fresh id."
+                ),
+                A2A_DEPTH,
+                REQUEST_ID,
+                Header("A2A-Version", "Protocol version; major 0 or 1.", {"type": "string"}),
+            ],
+            JsonRpcRequest,
+            body_examples=A2A_EXAMPLES,
+        ),
+        Operation(
+            "/.well-known/agent-card.json",
+            "get",
+            "agentCard",
+            "The agent card (A2A 0.3 and 1.0 path)",
+            card_doc,
+            a2a,
+            card_reply,
+        ),
+        Operation(
+            "/.well-known/agent.json",
+            "get",
+            "agentCardLegacy",
+            "The agent card (older path)",
+            card_doc,
+            a2a,
+            card_reply,
+        ),
+        *openapi.probe_operations("agent"),
+    ]
+
+
+def agent_document() -> openapi.Schema:
+    """The agent's OpenAPI document (``docs/openapi/agent.json``)."""
+    return openapi.build_document(
+        title="KAOS agent",
+        version=AGENT_API_VERSION,
+        description=(
+            "HTTP API of `kaos-agent`: OpenAI-compatible chat completions, A2A JSON-RPC and "
+            "the agent card (both only when `AGENT_A2A_ENABLED`, the default), probes and "
+            "metrics. Every non-2xx answer is the error model "
+            "`{error: {code, message}, request_id}`."
+        ),
+        operations=agent_operations(),
+        tags={
+            "chat": "OpenAI-compatible endpoints.",
+            "a2a": "Agent-to-agent protocol and the agent card.",
+            "operations": "Probes and metrics.",
+        },
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(openapi.write_or_check(sys.argv[1:], "agent.json", agent_document()))
