@@ -7,24 +7,15 @@ middleware assigned to every request it answered. The model is the devmodel.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 from kaos_agent.context import MAX_DEPTH_VALUE, parse_depth, run_context
 from kaos_core.errors import BadRequest
-from kaos_core.http.middleware import request_id
-from kaos_memory.app import create_app as create_memory_app
-from kaos_memory.settings import MemorySettings
 
-from tests.fixtures.agent import agent_env, serve_agent
-from tests.fixtures.memory import memory_env
+from tests.fixtures.agent import RecordingMemory, agent_env, recording_memory, serve_agent
 from tests.support.devmodel import DevModel
 from tests.support.procs import free_port
 
@@ -35,49 +26,6 @@ DELEGATE_SCRIPT: list[dict[str, Any]] = [
     },
     {"after_tool": "delegate_to_b", "reply": "B said: {result}"},
 ]
-
-
-@dataclass
-class RecordingMemory:
-    """A memory service in this loop, and the (path, request id) of each request it served."""
-
-    url: str
-    seen: list[tuple[str, str]] = field(default_factory=list)
-
-    def ids(self, path: str) -> list[str]:
-        return [rid for p, rid in self.seen if p == path]
-
-
-@contextlib.asynccontextmanager
-async def recording_memory(
-    tmp_path: Path, devmodel: DevModel, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[RecordingMemory]:
-    # Mem0 reads both at import and the service sets them; restored after the test.
-    monkeypatch.setenv("MEM0_TELEMETRY", "False")
-    monkeypatch.setenv("MEM0_DIR", str(tmp_path / "memory" / "mem0"))
-    port = free_port()
-    env = memory_env(
-        backend="local",
-        data_dir=tmp_path / "memory",
-        dsn=None,
-        model_base_url=devmodel.base_url,
-        port=port,
-        overrides={},
-    )
-    app = create_memory_app(MemorySettings.from_env(env))
-    memory = RecordingMemory(url=f"http://127.0.0.1:{port}")
-
-    async def record(request: web.Request, response: web.StreamResponse) -> None:
-        if request.path.startswith("/v1/"):
-            memory.seen.append((request.path, request_id(request)))
-
-    app.on_response_prepare.append(record)
-    server = TestServer(app, host="127.0.0.1", port=port)
-    await server.start_server()
-    try:
-        yield memory
-    finally:
-        await server.close()
 
 
 def remote(memory: RecordingMemory, name: str) -> dict[str, str]:
