@@ -67,6 +67,11 @@ class DevModel:
         result: list[dict[str, Any]] = self._call("GET", "/control/requests")["requests"]
         return result
 
+    def embedding_requests(self) -> list[dict[str, Any]]:
+        """The last embedding requests: received_at, model, input (the texts)."""
+        result: list[dict[str, Any]] = self._call("GET", "/control/embeddings")["requests"]
+        return result
+
     # -- async -----------------------------------------------------------------
 
     async def _acall(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:

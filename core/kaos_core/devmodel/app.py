@@ -2,8 +2,10 @@
 
 ``/v1/models``, ``/v1/chat/completions`` (plain and streamed) and ``/v1/embeddings`` answer
 as OpenAI does, deterministically (``chat``, ``embeddings``). ``/control/script``,
-``/control/faults``, ``/control/reset``, ``/control/stats`` and ``/control/requests`` let a
-test or demo steer the model and see what it was asked. All state lives in one
+``/control/faults``, ``/control/reset``, ``/control/stats``, ``/control/requests`` and
+``/control/embeddings`` let a test or demo steer the model and see what it was asked (each
+recorded request with ``received_at``, the wall-clock time it arrived, before any injected
+delay: so a test can tell which calls started after a point in time). All state lives in one
 ``DevModelState`` per application.
 """
 
@@ -40,6 +42,8 @@ from kaos_core.http.body import parse_model, read_json_object, read_model
 
 SERVICE = "kaos-devmodel"
 RECENT_REQUESTS = 100
+# Embedding requests are many per memory operation: a longer log of their inputs.
+RECENT_EMBEDDINGS = 1000
 # Every counter ``GET /control/stats`` reports, zero until it happens.
 STAT_NAMES = (
     "chat",
@@ -69,6 +73,9 @@ class DevModelState:
     script: Script = field(default_factory=Script)
     stats: Counter[str] = field(default_factory=Counter)
     recent: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_REQUESTS))
+    recent_embeddings: deque[dict[str, Any]] = field(
+        default_factory=lambda: deque(maxlen=RECENT_EMBEDDINGS)
+    )
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def reset(self) -> None:
@@ -77,6 +84,7 @@ class DevModelState:
         self.faults.replace(self.settings.initial_faults(), reseed=True)
         self.stats.clear()
         self.recent.clear()
+        self.recent_embeddings.clear()
         self.ids = itertools.count(1)
 
     def stats_body(self) -> dict[str, int]:
@@ -116,6 +124,7 @@ def create_app(settings: DevModelSettings) -> web.Application:
     app.router.add_post("/control/reset", _reset)
     app.router.add_get("/control/stats", _stats)
     app.router.add_get("/control/requests", _requests)
+    app.router.add_get("/control/embeddings", _embedding_requests)
     return app
 
 
@@ -157,6 +166,7 @@ async def _get_model(request: web.Request) -> web.Response:
 
 async def _chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE_KEY]
+    received_at = time.time()
     req = await read_model(request, ChatRequest)
     await _apply_faults(request, state, "chat", recognise(req.messages))
     ans = answer(
@@ -165,7 +175,7 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
         state.script,
         digest_words=state.settings.digest_max_words,
     )
-    _count_answer(state, req, ans)
+    _count_answer(state, req, ans, received_at)
     completion = Completion(
         id=f"chatcmpl-devmodel-{next(state.ids)}",
         created=int(time.time()),
@@ -191,13 +201,14 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _count_answer(state: DevModelState, req: ChatRequest, ans: Answer) -> None:
+def _count_answer(state: DevModelState, req: ChatRequest, ans: Answer, received_at: float) -> None:
     state.stats["chat"] += 1
     state.stats[ans.kind] += 1
     state.answers_metric.labels(ans.kind).inc()
     state.recent.append(
         {
             "kind": ans.kind,
+            "received_at": received_at,
             "model": req.model,
             "stream": req.stream,
             "tools": sorted(req.offered_tools()),
@@ -208,10 +219,14 @@ def _count_answer(state: DevModelState, req: ChatRequest, ans: Answer) -> None:
 
 async def _embeddings(request: web.Request) -> web.Response:
     state = request.app[STATE_KEY]
+    received_at = time.time()
     req = await read_model(request, EmbeddingRequest)
     texts = req.texts()
     if not texts:
         raise BadRequest("input: must not be empty", code="invalid_body")
+    state.recent_embeddings.append(
+        {"received_at": received_at, "model": req.model, "input": list(texts)}
+    )
     await _apply_faults(request, state, "embeddings", None)
     dims = req.dimensions or state.settings.embedding_dims
     data = []
@@ -269,3 +284,7 @@ async def _stats(request: web.Request) -> web.Response:
 
 async def _requests(request: web.Request) -> web.Response:
     return web.json_response({"requests": list(request.app[STATE_KEY].recent)})
+
+
+async def _embedding_requests(request: web.Request) -> web.Response:
+    return web.json_response({"requests": list(request.app[STATE_KEY].recent_embeddings)})

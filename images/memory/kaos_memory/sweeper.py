@@ -10,6 +10,7 @@ replicas never double it. A sweep
 - when the idle flush is on, schedules a flush of sessions nobody wrote to for
   ``KAOS_MEMORY_IDLE_FLUSH_SECONDS`` whose window still holds turns, so a conversation
   too short to cross the fold trigger still reaches the digest and long-term memory;
+- takes over erasures a dead replica left pending (see ``erasure``);
 - records the store's outbox depth.
 
 It only takes as much as the executor has room for, leaving the rest for the next sweep
@@ -25,6 +26,7 @@ import random
 
 from kaos_memory.clock import Clock, iso, wall_clock
 from kaos_memory.consolidation import Consolidator
+from kaos_memory.erasure import Eraser
 from kaos_memory.executor import BackgroundExecutor
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.storage.base import ConversationStore
@@ -42,8 +44,10 @@ class Sweeper:
         metrics: MemoryMetrics,
         interval: float,
         idle_flush_seconds: float,
+        eraser: Eraser | None = None,
         clock: Clock = wall_clock,
     ) -> None:
+        self.eraser = eraser
         self.conversation = conversation
         self.consolidator = consolidator
         self.executor = executor
@@ -74,6 +78,10 @@ class Sweeper:
             await asyncio.sleep(self.interval * random.uniform(0.8, 1.2))
 
     async def sweep(self) -> None:
+        if self.eraser is not None:
+            # Erasures a dead replica left half done: they fence their sessions until
+            # finished, so they come first.
+            await self.eraser.resume()
         room = self.executor.room()
         if room > 0:
             for pending in await self.conversation.outbox(room):

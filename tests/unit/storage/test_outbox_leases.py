@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from kaos_memory.clock import FakeClock, iso
-from kaos_memory.scope import Attribution
+from kaos_memory.scope import Attribution, Scope
 from kaos_memory.storage.base import ErasureSelector, FoldPolicy, NewTurn
 from kaos_memory.storage.sql.store import SqlConversationStore
 
@@ -113,16 +113,19 @@ async def test_extraction_is_fenced_by_the_lease(
     assert await store.finish_extraction(fold, "b", "done") == "lost"
 
 
-async def test_erasure_voids_the_outbox_and_the_leases(store: SqlConversationStore) -> None:
+async def test_erasure_voids_the_outbox_and_keeps_the_leases(store: SqlConversationStore) -> None:
     await write(store, 5)
     fold = await store.claim_fold(WHO.key, WHO.session, POLICY)
     assert fold is not None
     assert await store.acquire_lease(WHO.key, "extract", "a", 60)
     assert await store.begin_extraction(fold, "a") == 1
-    await store.erase(ErasureSelector(group="g", key=WHO.key))
+    scope = Scope(level="session", group="g", session=WHO.session, principal=None, agent=None)
+    await store.erase(ErasureSelector(group="g", key=WHO.key), scope, "e", 60)
     assert await store.finish_extraction(fold, "a", "done") == "gone"
     assert await store.outbox_depth() == 0
-    assert await store.acquire_lease(WHO.key, "extract", "b", 60), "erasure dropped the lease"
+    # The lease of the work in flight stays: it is how the erasure sees that work end.
+    assert await store.live_leases([WHO.key]) == 1
+    assert not await store.acquire_lease(WHO.key, "extract", "b", 60)
 
 
 async def test_outbox_lists_pending_sessions_nobody_holds(

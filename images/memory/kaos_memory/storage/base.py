@@ -16,7 +16,8 @@ from kaos_core.memory.contract import Fact
 
 from kaos_memory.scope import Attribution, Scope
 
-LeaseKind = Literal["digest", "extract"]
+# ``erase``: who finishes a recorded erasure (keyed ``erasure:<id>``, see ``Tombstone``).
+LeaseKind = Literal["digest", "extract", "erase"]
 
 
 class SessionBound(Exception):
@@ -142,6 +143,34 @@ class FoldPolicy:
 class Erased:
     turns: int = 0
     digests: int = 0
+    tombstone: Tombstone | None = None
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """A recorded erasure: the scope it erases (the fields of a ``Scope``), when, and the
+    sessions (conversation keys and session ids) it reached.
+
+    Written in the transaction that deletes the conversational rows, before anything else
+    is deleted. While it is pending (not final), no fold work runs on its sessions; it
+    becomes final once the long-term tier and Mem0's context are purged after the work
+    already in flight on those sessions ended.
+    """
+
+    id: int
+    group: str
+    level: str
+    session: str | None
+    principal: str | None
+    agent: str | None
+    erased_at: float
+    keys: tuple[str, ...] = ()
+    sessions: tuple[str, ...] = ()
+
+    @property
+    def lease_key(self) -> str:
+        """The key of the ``erase`` lease of whoever finishes this erasure."""
+        return f"erasure:{self.id}"
 
 
 @dataclass(frozen=True)
@@ -242,7 +271,31 @@ class ConversationStore(Protocol):
 
     async def idle_sessions(self, idle_since: str, limit: int) -> list[IdleSession]: ...
 
-    async def erase(self, selector: ErasureSelector) -> Erased: ...
+    async def erase(
+        self, selector: ErasureSelector | None, scope: Scope, owner: str, ttl: float
+    ) -> Erased:
+        """Record the erasure of ``scope`` (a tombstone, with ``owner`` holding its
+        ``erase`` lease) and delete the conversational rows of the sessions ``selector``
+        reaches (none for ``None``), in one transaction. Fold leases are kept: they show
+        which work is still in flight on those sessions."""
+        ...
+
+    async def live_leases(self, keys: list[str]) -> int:
+        """How many digest or extract leases on ``keys`` are held and not expired."""
+        ...
+
+    async def finish_erasure(self, tombstone: Tombstone, owner: str) -> bool:
+        """Mark the erasure final if ``owner`` still holds its lease; release the lease."""
+        ...
+
+    async def pending_erasures(self, limit: int) -> list[Tombstone]:
+        """Erasures not final whose ``erase`` lease nobody holds (a holder died)."""
+        ...
+
+    async def reclaim(self) -> None:
+        """Make deleted rows unreadable in the database files where the backend can
+        (SQLite: checkpoint and truncate the write-ahead log; PostgreSQL: vacuum)."""
+        ...
 
 
 class LongTermStore(Protocol):
@@ -271,8 +324,17 @@ class LongTermStore(Protocol):
         """One page of the scope's facts in ``(created_at, id)`` order, and the next cursor."""
         ...
 
-    async def erase(self, scope: Scope) -> int:
-        """Delete every fact of the scope and purge their text from Mem0's history."""
+    async def erase(self, scope: Scope, sessions: tuple[str, ...] = ()) -> int:
+        """Delete every fact of the scope and purge their text from Mem0's history, and
+        Mem0's message context of the scope and of ``sessions``."""
+        ...
+
+    async def reclaim(self) -> None:
+        """Make deleted facts unreadable in the vector store's files where it can."""
+        ...
+
+    def check_cursor(self, cursor: str) -> None:
+        """``ValueError`` unless ``cursor`` is one ``list_facts`` gave out."""
         ...
 
     async def erase_ids(self, ids: list[str]) -> int: ...

@@ -13,7 +13,15 @@ What this adapter adds to Mem0:
 - Erasure as filtered listing plus per-id deletion (it works for every level on both
   backends, including facts without a ``user_id``), then a purge of Mem0's history
   database: the ``history`` rows of the deleted ids (Mem0 keeps deleted text there) and
-  the ``messages`` rows (raw turns Mem0 keeps as extraction context) of the scope.
+  the ``messages`` rows (raw turns Mem0 keeps as extraction context: ``Memory.add`` reads
+  the last ten of the session scope into every extraction prompt as "last messages" and
+  saves the new turns after the model answered) of the scope and of every erased session.
+  The caller runs the erasure after the extractions in flight on those sessions ended, so
+  no extraction saves erased turns after the purge.
+- Residue: Mem0's history connection deletes securely (freed pages zeroed); after an
+  erasure ``reclaim`` rewrites Chroma's SQLite file (``VACUUM``, then the WAL checkpointed
+  and truncated), since Chroma deletes on its own connections; on pgvector it vacuums the
+  collection's tables.
 - On Chroma, a purge of the deleted ids' add/update records from Chroma's write-ahead
   log (``embeddings_queue``): Chroma keeps every record's full metadata, and so the fact
   text, in that log until a much later compaction, long after the row was deleted.
@@ -28,6 +36,8 @@ import functools
 import json
 import logging
 import os
+import sqlite3
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,8 +56,9 @@ from kaos_memory.scope import (
 )
 from kaos_memory.settings import MemorySettings
 from kaos_memory.storage.base import FoldTag, TurnRow
+from kaos_memory.storage.errors import StorageError, StorageUnavailable
 from kaos_memory.storage.history import null_history
-from kaos_memory.storage.purge import purge_chroma_log, purge_mem0_history
+from kaos_memory.storage.purge import purge_chroma_log, purge_mem0_history, vacuum_sqlite
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +162,59 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
     return created_at, fact_id
 
 
+def _unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) says the backend or the model is down for now."""
+    import openai
+
+    temporary = (
+        openai.APIConnectionError,
+        openai.APITimeoutError,
+        openai.RateLimitError,
+        openai.InternalServerError,
+        TimeoutError,
+        ConnectionError,
+        sqlite3.OperationalError,
+    )
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, temporary):
+            return True
+        if "psycopg" in sys.modules:
+            import psycopg
+
+            if isinstance(seen, psycopg.OperationalError):
+                return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def wrap_longterm_error(exc: BaseException) -> StorageError | None:
+    """The storage error for an error of Mem0, its vector store or its model client;
+    ``None`` for anything else (a bug)."""
+    import openai
+    from mem0.exceptions import MemoryError as Mem0Error
+
+    known: tuple[type[BaseException], ...] = (
+        Mem0Error,
+        openai.APIError,
+        sqlite3.Error,
+        TimeoutError,
+        ConnectionError,
+    )
+    if "psycopg" in sys.modules:
+        import psycopg
+
+        known += (psycopg.Error,)
+    module = type(exc).__module__ or ""
+    if not isinstance(exc, known) and not module.startswith("chromadb"):
+        return None
+    if _unavailable(exc):
+        return StorageUnavailable("long-term store unavailable")
+    return StorageError("long-term store failed")
+
+
 def _payload_of(item: dict[str, Any]) -> dict[str, Any]:
     """A Mem0 result item's identity keys and metadata, flattened back into a payload."""
     payload: dict[str, Any] = dict(item.get("metadata") or {})
@@ -194,7 +258,15 @@ class Mem0LongTermStore:
         if self._pool is None:
             raise RuntimeError("long-term store is not started")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        try:
+            return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        except Exception as exc:
+            # The one edge where Mem0's, Chroma's, pgvector's and the model client's
+            # errors become the storage family; anything else is a bug and stays as it is.
+            wrapped = wrap_longterm_error(exc)
+            if wrapped is None:
+                raise
+            raise wrapped from exc
 
     async def start(self) -> None:
         self._pool = ThreadPoolExecutor(
@@ -211,6 +283,10 @@ class Mem0LongTermStore:
         from mem0 import Memory
 
         memory = Memory.from_config(mem0_config(self.settings))
+        if self.settings.storage == "local":
+            # Deleted history and message rows are overwritten, not left in free pages.
+            with memory.db._lock:
+                memory.db.connection.execute("PRAGMA secure_delete=ON")
         if self.settings.storage == "external":
             memory.db.close()
             memory.db = null_history()
@@ -369,10 +445,10 @@ class Mem0LongTermStore:
 
     # --- erasure --------------------------------------------------------------------------
 
-    async def erase(self, scope: Scope) -> int:
-        return await self._run(self._erase_sync, scope)
+    async def erase(self, scope: Scope, sessions: tuple[str, ...] = ()) -> int:
+        return await self._run(self._erase_sync, scope, sessions)
 
-    def _erase_sync(self, scope: Scope) -> int:
+    def _erase_sync(self, scope: Scope, sessions: tuple[str, ...] = ()) -> int:
         deleted: list[str] = []
         seen: set[tuple[str, ...]] = set()
         while True:
@@ -381,12 +457,12 @@ class Mem0LongTermStore:
                 break
             marker = tuple(sorted(batch))
             if marker in seen:
-                raise RuntimeError("long-term erasure made no progress")
+                raise StorageError("long-term erasure made no progress")
             seen.add(marker)
             for fact_id in batch:
                 self._delete_one(fact_id)
                 deleted.append(fact_id)
-        self._purge_history(deleted, scope)
+        self._purge_history(deleted, scope, sessions)
         return len(deleted)
 
     async def erase_ids(self, ids: list[str]) -> int:
@@ -404,14 +480,44 @@ class Mem0LongTermStore:
             return False  # already gone: another erasure got there first
         return True
 
-    def _purge_history(self, ids: list[str], scope: Scope | None) -> None:
+    def _purge_history(
+        self, ids: list[str], scope: Scope | None, sessions: tuple[str, ...] = ()
+    ) -> None:
         """Remove erased text from Mem0's history DB (Mem0 keeps it after deletion)."""
         if self.backend == "chroma":
             purge_chroma_log(self.settings.chroma_dir / "chroma.sqlite3", ids)
         db = self.memory.db
         wanted = None if scope is None else scope.long_term_filter()
+        runs = [to_entity_id(s) for s in sessions]
         with self._history_lock, db._lock:
-            purge_mem0_history(db.connection, ids, wanted)
+            purge_mem0_history(db.connection, ids, wanted, runs)
+
+    async def reclaim(self) -> None:
+        await self._run(self._reclaim_sync)
+
+    def _reclaim_sync(self) -> None:
+        if self.backend == "chroma":
+            vacuum_sqlite(self.settings.chroma_dir / "chroma.sqlite3")
+            return
+        store = self.memory.vector_store
+        pool = getattr(store, "connection_pool", None)
+        if pool is None:
+            return
+        from psycopg import sql
+
+        tables = [self.settings.collection, f"{self.settings.collection}_entities"]
+        with pool.connection() as conn:
+            conn.autocommit = True
+            try:
+                for table in tables:
+                    if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None:
+                        continue
+                    conn.execute(sql.SQL("VACUUM {}").format(sql.Identifier(table)))
+            finally:
+                conn.autocommit = False
+
+    def check_cursor(self, cursor: str) -> None:
+        decode_cursor(cursor)
 
 
 __all__ = ["GROUP_KEY", "Mem0LongTermStore", "decode_cursor", "encode_cursor", "mem0_config"]

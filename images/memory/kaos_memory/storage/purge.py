@@ -27,27 +27,34 @@ def parse_session_scope(scope: str) -> dict[str, str]:
     return out
 
 
-def purge_mem0_history(conn: Any, ids: list[str], scope_filter: dict[str, str] | None) -> None:
-    """Delete the history rows of ``ids`` and, given a scope filter, the scope's messages.
+def purge_mem0_history(
+    conn: Any,
+    ids: list[str],
+    scope_filter: dict[str, str] | None,
+    run_ids: list[str] | None = None,
+) -> None:
+    """Delete the history rows of ``ids`` and, given a scope filter, the scope's messages,
+    and the messages of every session scope whose ``run_id`` is in ``run_ids``.
 
     ``conn`` is Mem0's own history connection (the caller holds Mem0's lock); the filter's
     identity keys select messages, a wildcard or absent key matches everything.
     """
+    runs = set(run_ids or ())
     try:
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
             marks = ",".join("?" for _ in chunk)
             conn.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
-        if scope_filter is not None:
-            wanted = {k: v for k, v in scope_filter.items() if k in _ID_KEYS and v != "*"}
-            rows = conn.execute("SELECT id, session_scope FROM messages").fetchall()
-            doomed = [
-                (rid,)
-                for rid, session_scope in rows
-                if all(
-                    parse_session_scope(session_scope or "").get(k) == v for k, v in wanted.items()
-                )
-            ]
+        if scope_filter is not None or runs:
+            wanted = None
+            if scope_filter is not None:
+                wanted = {k: v for k, v in scope_filter.items() if k in _ID_KEYS and v != "*"}
+            doomed = []
+            for rid, session_scope in conn.execute("SELECT id, session_scope FROM messages"):
+                parsed = parse_session_scope(session_scope or "")
+                in_scope = wanted is not None and all(parsed.get(k) == v for k, v in wanted.items())
+                if in_scope or parsed.get("run_id") in runs:
+                    doomed.append((rid,))
             conn.executemany("DELETE FROM messages WHERE id = ?", doomed)
     except BaseException:
         conn.rollback()
@@ -73,5 +80,23 @@ def purge_chroma_log(path: Path, ids: list[str]) -> None:
                     f"DELETE FROM embeddings_queue WHERE operation <> 3 AND id IN ({marks})",
                     chunk,
                 )
+    finally:
+        conn.close()
+
+
+def vacuum_sqlite(path: Path) -> None:
+    """Rewrite a SQLite file another library writes (Chroma), so the pages its deletions
+    freed, which still hold the deleted text, are gone; then empty its WAL.
+
+    ``secure_delete`` would only cover deletions made on this connection, and Chroma
+    deletes on its own; ``VACUUM`` copies the live rows into fresh pages and the
+    checkpoint with ``TRUNCATE`` drops the WAL frames that held the old ones.
+    """
+    if not path.exists():
+        return
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()

@@ -60,6 +60,11 @@ class Dialect(Protocol):
         """Serialise fold and digest work on one key (across replicas where possible)."""
         ...
 
+    def reclaim(self) -> None:
+        """After an erasure, outside any transaction: make the deleted rows unreadable in
+        the files where the backend can (see each dialect)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Tx:

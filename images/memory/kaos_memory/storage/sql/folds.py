@@ -5,6 +5,10 @@ turns, with its digest and extraction pending, so work a replica had not finishe
 died is still recorded and any replica can pick it up. Starting and finishing an
 extraction is fenced by the session's ``extract`` lease (``leases.holds``): a holder that
 lost its lease cannot mark the fold done.
+
+A pending erasure (a tombstone not yet final, ``erasure.PENDING``) covers every fold of
+the sessions it reached: while it is pending no fold of them is handed out, begun or
+digested, and the sweeper does not pick them up, so no model call starts on them.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Literal
 
 from kaos_memory.storage.base import Fold, FoldPolicy, PendingSession, TurnRow
 from kaos_memory.storage.sql.dialect import Tx
+from kaos_memory.storage.sql.erasure import PENDING
 from kaos_memory.storage.sql.leases import holds
 from kaos_memory.storage.sql.rows import TURN_COLUMNS, latest_digest, turn_row
 from kaos_memory.storage.sql.schema import OUTBOX
@@ -103,8 +108,8 @@ def _fold_turns(tx: Tx, fold_id: int) -> list[TurnRow]:
 def _folds(tx: Tx, key: str, where: str, limit: int) -> list[Fold]:
     rows = tx.all(
         f"SELECT id, session, extraction_attempts, retry_at FROM kaos_mem_folds"
-        f" WHERE key = %s AND {where} ORDER BY id LIMIT %s",
-        (key, limit),
+        f" WHERE key = %s AND {where} AND NOT {PENDING.format(key='%s')} ORDER BY id LIMIT %s",
+        (key, key, limit),
     )
     heads = [(int(i), s, int(a), r) for i, s, a, r in rows]
     return [
@@ -134,6 +139,8 @@ def next_extraction(tx: Tx, key: str) -> Fold | None:
 
 def add_digest(tx: Tx, key: str, summary: str, fold_ids: list[int], retention: int) -> int | None:
     tx.lock_key(key)
+    if _erasing(tx, key):
+        return None
     pending = 0
     for fold_id in fold_ids:
         row = tx.one(
@@ -164,11 +171,16 @@ def add_digest(tx: Tx, key: str, summary: str, fold_ids: list[int], retention: i
 # --- extraction (fenced by the session's extract lease) -------------------------------------
 
 
+def _erasing(tx: Tx, key: str) -> bool:
+    """Whether a pending erasure covers the session (its tombstone check)."""
+    return tx.one(f"SELECT 1 WHERE {PENDING.format(key='%s')}", (key,)) is not None
+
+
 def begin_extraction(tx: Tx, fold: Fold, owner: str) -> int | None:
     """Count one more attempt at the fold's extraction; its number, or None when the lease
     is no longer ``owner``'s or the fold is no longer pending."""
     tx.lock_key(fold.key)
-    if not holds(tx, fold.key, "extract", owner):
+    if not holds(tx, fold.key, "extract", owner) or _erasing(tx, fold.key):
         return None
     cur = tx.execute(
         "UPDATE kaos_mem_folds SET extraction_attempts = extraction_attempts + 1"
@@ -224,7 +236,7 @@ def outbox(tx: Tx, limit: int) -> list[PendingSession]:
         f"SELECT f.key, MIN(f.session), MIN(f.id) FROM kaos_mem_folds f"
         f" WHERE {OUTBOX} AND (f.retry_at IS NULL OR f.retry_at <= %s)"
         f" AND NOT EXISTS (SELECT 1 FROM kaos_mem_leases l"
-        f" WHERE l.key = f.key AND l.expires >= %s)"
+        f" WHERE l.key = f.key AND l.expires >= %s) AND NOT {PENDING.format(key='f.key')}"
         f" GROUP BY f.key ORDER BY MIN(f.id) LIMIT %s",
         (tx.now, tx.now, limit),
     )

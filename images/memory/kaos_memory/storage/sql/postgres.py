@@ -22,6 +22,15 @@ TYPES = ColumnTypes(
     double="DOUBLE PRECISION",
 )
 
+# The tables an erasure deletes rows of (vacuumed after it, see ``reclaim``).
+RECLAIMED_TABLES = (
+    "kaos_mem_turns",
+    "kaos_mem_digests",
+    "kaos_mem_folds",
+    "kaos_mem_attribution",
+    "kaos_mem_sessions",
+)
+
 # Serialises concurrent schema migrations by several replicas starting at once.
 _SCHEMA_LOCK = 0x6B616F73  # "kaos"
 
@@ -68,3 +77,16 @@ class PostgresDialect:
 
     def lock_key(self, cur: Cursor, key: str) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+
+    def reclaim(self) -> None:
+        # Deleted rows stay in the table files as dead tuples until a vacuum; VACUUM runs
+        # outside a transaction, so on a connection switched to autocommit for it.
+        if self._pool is None:
+            raise RuntimeError("postgres store is not open")
+        with self._pool.connection() as conn:
+            conn.autocommit = True
+            try:
+                for table in RECLAIMED_TABLES:
+                    conn.execute(f"VACUUM {table}")
+            finally:
+                conn.autocommit = False

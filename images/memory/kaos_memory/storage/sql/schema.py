@@ -10,6 +10,8 @@ Tables (every name prefixed ``kaos_mem_`` so they sit beside Mem0's pgvector tab
 - ``attribution``: the erasure/attribution index, one row per (key, principal, agent).
 - ``sessions``: one row per session with its last write, for the idle-session flush.
 - ``leases``: who works on a session's digests or extractions, until when.
+- ``erasures``: the tombstones, one per erasure (scope, time, when it became final), and
+  ``erased_keys``: the sessions a pending erasure reached (no fold work runs on them).
 - ``schema``: one row, the version the tables are at.
 
 ``MIGRATIONS`` is ordered; migration ``n`` takes the tables from version ``n - 1`` to
@@ -124,6 +126,30 @@ MIGRATIONS: tuple[Migration, ...] = (
                 expires {double} NOT NULL,
                 PRIMARY KEY (key, kind)
             )""",
+        ),
+    ),
+    Migration(
+        2,
+        (
+            # Tombstones: one row per erasure (its scope and time; ``done_at`` NULL while
+            # the erasure is not final), and the sessions it reached while it is pending.
+            """CREATE TABLE IF NOT EXISTS kaos_mem_erasures (
+                id {identity},
+                grp TEXT NOT NULL,
+                level TEXT NOT NULL,
+                session TEXT,
+                principal TEXT,
+                agent TEXT,
+                erased_at {double} NOT NULL,
+                done_at {double}
+            )""",
+            """CREATE TABLE IF NOT EXISTS kaos_mem_erased_keys (
+                erasure_id {bigint} NOT NULL,
+                key TEXT NOT NULL,
+                session TEXT NOT NULL,
+                PRIMARY KEY (erasure_id, key)
+            )""",
+            "CREATE INDEX IF NOT EXISTS kaos_mem_erased_keys_key ON kaos_mem_erased_keys (key)",
         ),
     ),
 )

@@ -34,6 +34,8 @@ class SqliteDialect:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=5000")
+        # Deleted rows are overwritten with zeros, not left in free pages (erasure).
+        conn.execute("PRAGMA secure_delete=ON")
         self._conn = conn
 
     def close(self) -> None:
@@ -67,3 +69,11 @@ class SqliteDialect:
     def lock_key(self, cur: Cursor, key: str) -> None:
         # BEGIN IMMEDIATE already holds the database's one write lock.
         return None
+
+    def reclaim(self) -> None:
+        # secure_delete zeroed the deleted rows in the pages the erasure wrote to the WAL;
+        # the checkpoint copies those pages over the old ones in the database file, and
+        # TRUNCATE empties the WAL, whose older frames still held the rows' text.
+        if self._conn is None:
+            raise RuntimeError("sqlite store is not open")
+        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 from kaos_memory.clock import Clock, wall_clock
-from kaos_memory.scope import Attribution
+from kaos_memory.scope import Attribution, Scope
 from kaos_memory.storage.base import (
     Appended,
     Digest,
@@ -27,6 +27,7 @@ from kaos_memory.storage.base import (
     LeaseKind,
     NewTurn,
     PendingSession,
+    Tombstone,
     TurnRow,
 )
 from kaos_memory.storage.sql import erasure, folds, leases, schema, window
@@ -166,5 +167,19 @@ class SqlConversationStore:
 
     # --- erasure --------------------------------------------------------------------------
 
-    async def erase(self, selector: ErasureSelector) -> Erased:
-        return await self._run(erasure.erase, selector)
+    async def erase(
+        self, selector: ErasureSelector | None, scope: Scope, owner: str, ttl: float
+    ) -> Erased:
+        return await self._run(erasure.erase, selector, scope, owner, ttl)
+
+    async def live_leases(self, keys: list[str]) -> int:
+        return await self._run(erasure.live_leases, keys)
+
+    async def finish_erasure(self, tombstone: Tombstone, owner: str) -> bool:
+        return await self._run(erasure.finish_erasure, tombstone, owner)
+
+    async def pending_erasures(self, limit: int) -> list[Tombstone]:
+        return await self._run(erasure.pending_erasures, limit)
+
+    async def reclaim(self) -> None:
+        await self._hop(self._db.reclaim)

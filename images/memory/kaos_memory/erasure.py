@@ -1,0 +1,257 @@
+"""Erasure that wins against background work, on every replica and across a restart.
+
+A forget runs four steps:
+
+1. One transaction of the conversation store records the tombstone (scope, time, the
+   sessions it reaches, and this replica's ``erase`` lease on it) and deletes those
+   sessions' turns, digests, folds and attribution. From its commit on, no fold work of
+   those sessions starts on any replica: the tombstone check in the outbox queries hands
+   out nothing of them and refuses to begin an extraction or write a digest.
+2. The fence: it waits until no digest or extract lease on those sessions is live. Work
+   that was already at the model when the tombstone committed holds such a lease until
+   it has ended (a dead replica's lease lapses after the lease TTL), so after the fence no
+   model call carrying the erased turns is running or can start.
+3. The long-term tier: the scope's facts are deleted and Mem0's history and message
+   context (the turns Mem0 quotes as "last messages" in its next extraction prompt) are
+   purged for the scope and every erased session. Facts or context a racing extraction
+   stored before the fence ended are gone with them.
+4. The tombstone becomes final (fold work written after the forget goes on), and the space
+   of the deleted rows is reclaimed: in local mode before the forget answers (the SQLite
+   files rewritten so no freed page keeps erased text), in external mode by a background
+   ``VACUUM``.
+
+A replica that dies after step 1 leaves the tombstone pending: its sessions stay fenced,
+its lease lapses, and the sweeper of any replica (the first sweep runs at start) takes the
+lease and redoes steps 2 to 4, which are idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from kaos_memory.scope import Scope
+from kaos_memory.storage.base import (
+    ConversationStore,
+    Erased,
+    ErasureSelector,
+    LongTermStore,
+    Tombstone,
+)
+from kaos_memory.storage.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+# How often the fence looks at the leases of the erased sessions.
+FENCE_POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class ErasurePolicy:
+    lease_ttl: float
+    # The longest the fence waits for work in flight before the erasure answers as not
+    # final (the sweeper finishes it later): a live holder's work is bounded by the model
+    # timeout, a dead holder's lease lapses after the TTL.
+    fence_timeout: float
+    # Reclaim the deleted rows' space before answering (local) or in the background.
+    reclaim_inline: bool
+
+
+@dataclass
+class ErasureResult:
+    erased: Erased = field(default_factory=Erased)
+    facts: int = 0
+    final: bool = False
+    failures: list[str] = field(default_factory=list)
+
+
+def tombstone_scope(tombstone: Tombstone) -> Scope:
+    return Scope(
+        level=tombstone.level,  # type: ignore[arg-type]
+        group=tombstone.group,
+        session=tombstone.session,
+        principal=tombstone.principal,
+        agent=tombstone.agent,
+    )
+
+
+class Eraser:
+    def __init__(
+        self,
+        *,
+        conversation: ConversationStore,
+        longterm: LongTermStore,
+        policy: ErasurePolicy,
+        replica: str,
+    ) -> None:
+        self.conversation = conversation
+        self.longterm = longterm
+        self.policy = policy
+        self.replica = replica
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._resuming: set[int] = set()
+        self._vacuum: asyncio.Task[None] | None = None
+        self._vacuum_again = False
+
+    def _owner(self) -> str:
+        return f"{self.replica}/erase-{uuid.uuid4().hex[:8]}"
+
+    # --- the request path ---------------------------------------------------------------------
+
+    async def forget(self, scope: Scope, selector: ErasureSelector | None) -> ErasureResult:
+        """Erase ``scope`` (and the conversational tiers of the sessions ``selector``
+        reaches); final when the answer says so."""
+        owner = self._owner()
+        result = ErasureResult()
+        try:
+            result.erased = await self.conversation.erase(
+                selector, scope, owner, self.policy.lease_ttl
+            )
+        except StorageError:
+            log.error("recording the erasure failed", exc_info=True)
+            result.failures.append("conversational tiers")
+            # Nothing recorded, nothing fenced: still take the facts away.
+            try:
+                result.facts = await self.longterm.erase(scope)
+            except StorageError:
+                log.error("long-term erasure failed", exc_info=True)
+                result.failures.append("long-term tier")
+            return result
+        tombstone = result.erased.tombstone
+        assert tombstone is not None
+        await self._finish(tombstone, owner, result)
+        return result
+
+    async def _finish(self, tombstone: Tombstone, owner: str, result: ErasureResult) -> None:
+        """Steps 2 to 4 for a recorded erasure whose lease ``owner`` holds."""
+        renewer = asyncio.create_task(self._renew(tombstone, owner), name="erase-lease")
+        try:
+            try:
+                fenced = await self._fence(list(tombstone.keys))
+            except StorageError:
+                log.error("watching the work in flight failed", exc_info=True)
+                fenced = False
+            if not fenced:
+                result.failures.append("work in flight did not end")
+            try:
+                result.facts = await self.longterm.erase(
+                    tombstone_scope(tombstone), tombstone.sessions
+                )
+            except StorageError:
+                log.error("long-term erasure failed", exc_info=True)
+                result.failures.append("long-term tier")
+                return
+            if fenced:
+                try:
+                    result.final = await self.conversation.finish_erasure(tombstone, owner)
+                except StorageError:
+                    log.error("marking the erasure final failed", exc_info=True)
+                    result.failures.append("conversational tiers")
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+            if not result.final:
+                # Left pending for the sweeper of any replica, at once.
+                with contextlib.suppress(StorageError):
+                    await self.conversation.release_lease(tombstone.lease_key, "erase", owner)
+        await self._reclaim()
+        log.info(
+            "erasure final" if result.final else "erasure pending",
+            extra={"erasure": tombstone.id, "sessions": len(tombstone.keys)},
+        )
+
+    async def _fence(self, keys: list[str]) -> bool:
+        """Wait until no digest or extract lease on ``keys`` is live; False on timeout."""
+        if not keys:
+            return True
+        deadline = time.monotonic() + self.policy.fence_timeout
+        while await self.conversation.live_leases(keys) > 0:
+            if time.monotonic() > deadline:
+                log.warning("erasure fence timed out", extra={"sessions": len(keys)})
+                return False
+            await asyncio.sleep(FENCE_POLL_SECONDS)  # polling the leases, bounded above
+        return True
+
+    async def _renew(self, tombstone: Tombstone, owner: str) -> None:
+        ttl = self.policy.lease_ttl
+        while True:
+            await asyncio.sleep(ttl / 3)
+            try:
+                await self.conversation.renew_lease(tombstone.lease_key, "erase", owner, ttl)
+            except StorageError:  # a database blip: try again next period
+                log.warning("renewing an erase lease failed", extra={"erasure": tombstone.id})
+
+    # --- residue --------------------------------------------------------------------------------
+
+    async def _reclaim(self) -> None:
+        if self.policy.reclaim_inline:
+            await self._reclaim_now()
+            return
+        if self._vacuum is not None and not self._vacuum.done():
+            self._vacuum_again = True
+            return
+        self._vacuum = asyncio.create_task(self._vacuum_loop(), name="erase-vacuum")
+
+    async def _vacuum_loop(self) -> None:
+        while True:
+            self._vacuum_again = False
+            await self._reclaim_now()
+            if not self._vacuum_again:
+                return
+
+    async def _reclaim_now(self) -> None:
+        for name, reclaim in (
+            ("conversation", self.conversation.reclaim),
+            ("long-term", self.longterm.reclaim),
+        ):
+            try:
+                await reclaim()
+            except StorageError:  # the erasure stands; the space is reused later
+                log.warning("reclaiming erased space failed", extra={"store": name}, exc_info=True)
+
+    # --- the sweeper's part ---------------------------------------------------------------------
+
+    async def resume(self, limit: int = 16) -> int:
+        """Take over erasures a dead replica left pending; how many were started."""
+        started = 0
+        for tombstone in await self.conversation.pending_erasures(limit):
+            if tombstone.id in self._resuming:
+                continue
+            owner = self._owner()
+            if not await self.conversation.acquire_lease(
+                tombstone.lease_key, "erase", owner, self.policy.lease_ttl
+            ):
+                continue
+            self._resuming.add(tombstone.id)
+            task = asyncio.create_task(self._resume_one(tombstone, owner), name="erase-resume")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            started += 1
+        return started
+
+    async def _resume_one(self, tombstone: Tombstone, owner: str) -> None:
+        result = ErasureResult()
+        try:
+            await self._finish(tombstone, owner, result)
+        except Exception:
+            log.warning(
+                "resuming an erasure failed", extra={"erasure": tombstone.id}, exc_info=True
+            )
+        finally:
+            self._resuming.discard(tombstone.id)
+        log.info("pending erasure resumed", extra={"erasure": tombstone.id, "final": result.final})
+
+    async def close(self) -> None:
+        tasks = list(self._tasks)
+        if self._vacuum is not None:
+            tasks.append(self._vacuum)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
