@@ -291,7 +291,11 @@ def probe_operations(service: str) -> list[Operation]:
             "Prometheus metrics",
             "The service's metrics in the Prometheus text exposition format.",
             tags,
-            {200: Reply("Metrics.", {METRICS_CONTENT_TYPE: {"type": "string"}})},
+            {
+                200: Reply(
+                    "Metrics.", {METRICS_CONTENT_TYPE: {"type": "string"}}, (REQUEST_ID_ECHO,)
+                )
+            },
         ),
     ]
 
