@@ -5,8 +5,10 @@ from __future__ import annotations
 import aiohttp
 import openai
 import pytest
+from kaos_agent.app import AgentDeps
+from pydantic_ai.toolsets import FunctionToolset
 
-from tests.fixtures.agent import AgentFactory, McpFactory
+from tests.fixtures.agent import AgentFactory, McpFactory, agent_env, serve_agent
 from tests.support.devmodel import DevModel
 from tests.support.procs import ServiceProcess, free_port
 
@@ -120,3 +122,30 @@ async def test_step_limit_in_a_stream_ends_with_length(
                 finish = chunk.choices[0].finish_reason or finish
     assert finish == "length"
     assert "limit of 3 reasoning steps" in text
+
+
+async def test_toolsets_handed_in_are_offered_and_guarded(devmodel: DevModel) -> None:
+    """``AgentDeps.toolsets`` replaces the MCP servers; a failing tool still only informs."""
+
+    def brittle(reason: str) -> str:
+        """Always fails."""
+        raise RuntimeError(f"broke: {reason}")
+
+    devmodel.set_script(
+        [
+            {"match": "break", "tool_call": {"name": "brittle", "arguments": {"reason": "x"}}},
+            {"after_tool": "brittle", "reply": "Recovered from: {result}"},
+        ]
+    )
+    port = free_port()
+    deps = AgentDeps(toolsets=[FunctionToolset([brittle])])
+    async with (
+        serve_agent(agent_env(devmodel, port, "local-tools"), deps=deps),
+        openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x") as oa,
+    ):
+        answer = await oa.chat.completions.create(
+            model="a", messages=[{"role": "user", "content": "break it"}]
+        )
+    assert "brittle" in (devmodel.requests()[0].get("tools") or [])
+    text = answer.choices[0].message.content or ""
+    assert text.startswith("Recovered from:") and "broke: x" in text

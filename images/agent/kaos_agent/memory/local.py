@@ -2,9 +2,9 @@
 
 The window is keyed by principal and session, so a session id guessed by another
 principal reads nothing. Tokens are estimated as the memory service estimates them
-(``kaos_core.tokens``); the oldest turns leave first. The
-number of sessions held is bounded too (least recently used leave first) so a pod that
-serves many short conversations does not grow without limit.
+(``kaos_core.tokens``); the oldest turns leave first. The number of sessions held is
+bounded too (least recently used leave first) so a pod that serves many short
+conversations does not grow without limit.
 """
 
 from __future__ import annotations
