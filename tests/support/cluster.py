@@ -42,6 +42,9 @@ SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Pod IPs are recorded by kwok, never dialled: nothing listens behind them.
 POD_CIDR = "10.244.0.0/16"
+# Every simulated container's log is this file of the cluster's workdir (a kwok ClusterLogs,
+# followed), so ``kubectl logs [-f]`` has something to serve: tests append lines to it.
+POD_LOG_NAME = "pod-logs.log"
 # The annotation that tells kwok which nodes it plays the kubelet for.
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 T = TypeVar("T")
@@ -656,11 +659,19 @@ class LocalCluster:
 
     def _kwok_args(self, ports: _Ports, pki: _Pki, kubeconfig: Path) -> list[str]:
         stages = sorted(self.binaries.kwok_stages.glob("*.yaml"))
+        pod_log = self.workdir / POD_LOG_NAME
+        pod_log.touch()
+        logs = self.workdir / "kwok-logs.yaml"
+        logs.write_text(json.dumps({
+            "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs",
+            "metadata": {"name": "all-pods"},
+            "spec": {"logs": [{"logsFile": str(pod_log), "follow": True}]},
+        }) + "\n")  # fmt: skip
         key, value = KWOK_NODE_ANNOTATION
         return [
             str(self.binaries.kwok),
             f"--kubeconfig={kubeconfig}",
-            *(f"--config={s}" for s in stages),
+            *(f"--config={s}" for s in [*stages, logs]),
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={key}={value}",
             # Addresses the API server would dial for logs or exec: kwok's own server.

@@ -166,9 +166,11 @@ class Kube:
         )
         return bool(out.strip())
 
-    def popen(self, *args: str) -> subprocess.Popen[bytes]:
-        """kubectl with its output going straight to ours (``logs -f``)."""
-        return subprocess.Popen(self.argv(*args), stdin=subprocess.DEVNULL)
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        """kubectl with its output going straight to ours (``logs -f``), stderr kept."""
+        return subprocess.Popen(
+            self.argv(*args), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
 
     def names(self, resource: str) -> list[str]:
         """Object names for shell completion: empty on any failure, quickly."""
@@ -195,12 +197,17 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
 
 
 def explain(obj: dict[str, Any]) -> str:
-    """Why an object is in its phase: the status message, else the first condition that is
-    not True with its reason and message."""
+    """Why an object is not Ready: the most specific condition that is not True (a
+    dependency's, naming what is missing, before Ready's summary) with its reason and
+    message, else the status message."""
     status = obj.get("status") or {}
-    if status.get("message"):
-        return str(status["message"])
-    for c in status.get("conditions") or []:
-        if c.get("status") != "True" and c.get("type") != "MemoryDegraded":
-            return f"{c.get('type')}: {c.get('reason')}: {c.get('message') or ''}".rstrip(": ")
-    return ""
+    failing = [
+        c
+        for c in status.get("conditions") or []
+        if c.get("status") != "True" and c.get("type") != "MemoryDegraded"
+    ]
+    failing.sort(key=lambda c: c.get("type") == "Ready")
+    if failing:
+        c = failing[0]
+        return f"{c.get('type')}: {c.get('reason')}: {c.get('message') or ''}".rstrip(": ")
+    return str(status.get("message") or "")

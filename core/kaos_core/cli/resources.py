@@ -23,7 +23,7 @@ import yaml
 from kaos_core.cli.common import Cx, all_namespaces_option, common_options, complete_resource
 from kaos_core.cli.kube import Kube, condition, explain
 from kaos_core.cli.output import console, emit, info, print_json, print_yaml, table
-from kaos_core.cli.tools import EXIT_ENVIRONMENT, CliError
+from kaos_core.cli.tools import EXIT_ENVIRONMENT, CliError, first_line
 from kaos_core.crds import API_VERSION, MCPServer, MemoryStore, ModelAPI
 from kaos_core.crds import Agent as AgentCRD
 from kaos_core.crds.common import KindInfo
@@ -102,7 +102,7 @@ class Kind:
 def _memory(obj: dict[str, Any]) -> str:
     memory = (spec(obj).get("config") or {}).get("memory") or {}
     text = str(memory.get("type", "local"))
-    return f"{text} ({memory['memoryStore']})" if memory.get("memoryStore") else text
+    return f"{text}:{memory['memoryStore']}" if memory.get("memoryStore") else text
 
 
 def _models(obj: dict[str, Any]) -> str:
@@ -386,11 +386,14 @@ def logs(
     info(f"# {pod['metadata']['name']} container {chosen}")
     proc = cx.kube.popen(*args)
     try:
-        return proc.wait()
+        _, err = proc.communicate()
     except KeyboardInterrupt:
         proc.terminate()
         proc.wait()
         return 0
+    if proc.returncode != 0:
+        raise CliError(f"kubectl logs {pod['metadata']['name']}: {first_line(err)}")
+    return 0
 
 
 def delete(kind: Kind, cx: Cx, names: tuple[str, ...], wait: bool) -> int:

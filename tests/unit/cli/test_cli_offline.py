@@ -196,6 +196,15 @@ def test_explain_names_the_failing_condition() -> None:
         }
     }
     assert explain(obj) == "Ready: WaitingForDependencies: MemoryStore mem not found"
+    obj["status"]["conditions"].append(
+        {
+            "type": "DependenciesReady",
+            "status": "False",
+            "reason": "MemoryStoreNotFound",
+            "message": "MemoryStore mem does not exist",
+        }
+    )
+    assert explain(obj) == "DependenciesReady: MemoryStoreNotFound: MemoryStore mem does not exist"
     assert explain({"status": {"message": "why"}}) == "why"
     assert since("2026-01-01T11:58:00Z", NOW) == "2m"
     assert since(None, NOW) == "-"
