@@ -1,9 +1,10 @@
 """Named endpoints as the operator writes them and the agent runtime reads them.
 
 ``MCP_SERVERS`` and ``AGENT_SUB_AGENTS`` carry comma-separated ``name:url`` entries (MCP
-servers may also be bare URLs, named after their host). ``format_endpoints`` and
-``parse_endpoints`` are the two directions of that one codec, so the operator's env
-builder and the runtime's settings cannot disagree on the syntax.
+servers may also be bare URLs, named after their host). ``Endpoint`` is the one type both
+sides hold, and ``format_endpoints`` and ``parse_endpoints`` are the two directions of
+that one codec, so the operator's env builder and the runtime's settings cannot disagree
+on the syntax.
 """
 
 from __future__ import annotations
@@ -11,18 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 from urllib.parse import urlsplit
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,62}$")
-
-
-class Named(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def url(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -38,7 +30,7 @@ class Endpoint:
         return re.sub(r"[^A-Za-z0-9_]", "_", self.name)
 
 
-def format_endpoints(items: Iterable[Named]) -> str:
+def format_endpoints(items: Iterable[Endpoint]) -> str:
     """``name:url,name:url``: the value ``parse_endpoints`` reads back."""
     return ",".join(f"{e.name}:{e.url}" for e in items)
 

@@ -9,10 +9,10 @@ collector delete the rest.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kaos_core.crds.common import CustomObject
+from kaos_core.endpoints import Endpoint as Endpoint
 
 FIELD_MANAGER = "kaos-operator"
 MANAGED_BY = "kaos-operator"
@@ -30,14 +30,6 @@ OLLAMA_PORT = 11434
 NONROOT_UID = 65532
 
 Obj = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """A named URL: an MCP server or a peer agent as the agent runtime lists it."""
-
-    name: str
-    url: str
 
 
 def service_url(name: str, namespace: str, port: int, path: str = "") -> str:
