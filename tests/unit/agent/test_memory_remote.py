@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
 from typing import Any
 
 import aiohttp
@@ -14,6 +12,7 @@ from tests.fixtures.agent import AgentFactory
 from tests.fixtures.memory import MakeMemory, MemoryServer
 from tests.support.devmodel import DevModel
 from tests.support.procs import ServiceProcess, free_port
+from tests.unit.memory.helpers import eventually
 
 IDENTITY = "kaos://agent/test/a"
 FACT = "my favourite colour is teal"
@@ -76,17 +75,15 @@ def agent_request(devmodel: DevModel, prompt: str) -> list[dict[str, Any]]:
 
 
 async def wait_for_fact(memory: MemoryServer, session: str, principal: str) -> None:
-    """Folding and extraction run in the background: poll the store with a deadline."""
-    deadline = time.monotonic() + 60
+    """Folding and extraction run in the background: poll the store until the fact is there."""
     async with memory.client(agent=IDENTITY) as client:
-        while time.monotonic() < deadline:
-            got = await client.recall(
+        await eventually(
+            lambda: client.recall(
                 "agent", "favourite colour", session_id=session, principal=principal
-            )
-            if any(FACT in f.text for f in got.long_term.facts):
-                return
-            await asyncio.sleep(0.2)  # polling interval of a deadline wait
-    raise AssertionError("the fact never reached long-term memory")
+            ),
+            lambda got: any(FACT in f.text for f in got.long_term.facts),
+            what="the fact in long-term memory",
+        )
 
 
 async def test_turn_two_sees_turn_one(
