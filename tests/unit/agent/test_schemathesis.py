@@ -8,6 +8,7 @@ content type, headers and body schema (for a stream, each event).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import schemathesis
@@ -36,11 +37,11 @@ def agent(module_agent_factory: AgentFactory) -> Iterator[ServiceProcess]:
 
 
 @positive.parametrize()
-def test_valid_requests_conform(case: schemathesis.Case, agent: ServiceProcess) -> None:
+def test_valid_requests_conform(case: schemathesis.Case[Any], agent: ServiceProcess) -> None:
     case.call_and_validate(base_url=agent.url, checks=POSITIVE_CHECKS, timeout=60)
 
 
 @negative.parametrize()
-def test_invalid_requests_are_rejected(case: schemathesis.Case, agent: ServiceProcess) -> None:
+def test_invalid_requests_are_rejected(case: schemathesis.Case[Any], agent: ServiceProcess) -> None:
     checks = A2A_NEGATIVE_CHECKS if case.operation.path == "/" else NEGATIVE_CHECKS
     case.call_and_validate(base_url=agent.url, checks=checks, timeout=60)

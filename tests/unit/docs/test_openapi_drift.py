@@ -13,6 +13,7 @@ import pytest
 import schemathesis
 from kaos_agent.openapi import agent_document
 from kaos_core.openapi import dumps, memory_document
+from schemathesis.core.result import Ok
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs" / "openapi"
@@ -34,10 +35,10 @@ def test_document_is_valid_openapi(name: str) -> None:
     # Schemathesis validates the document against the OpenAPI 3.1 meta-schema on load
     # and resolves every reference while collecting the operations.
     schema = schemathesis.openapi.from_path(DOCS / name)
-    operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == sum(
-        len(v) for v in json.loads((DOCS / name).read_text())["paths"].values()
-    )
+    results = list(schema.get_all_operations())
+    assert all(isinstance(r, Ok) for r in results), [r for r in results if not isinstance(r, Ok)]
+    paths = json.loads((DOCS / name).read_text(encoding="utf-8"))["paths"]
+    assert len(results) == sum(len(methods) for methods in paths.values())
 
 
 def test_every_error_answer_is_the_error_model() -> None:

@@ -7,6 +7,8 @@ content type, headers and body schema.
 
 from __future__ import annotations
 
+from typing import Any
+
 import schemathesis
 from kaos_core.openapi import memory_document
 
@@ -21,12 +23,12 @@ negative = schemathesis.openapi.from_dict(
 
 
 @positive.parametrize()
-def test_valid_requests_conform(case: schemathesis.Case, memory_service: MemoryServer) -> None:
+def test_valid_requests_conform(case: schemathesis.Case[Any], memory_service: MemoryServer) -> None:
     case.call_and_validate(base_url=memory_service.url, checks=POSITIVE_CHECKS, timeout=30)
 
 
 @negative.parametrize()
 def test_invalid_requests_are_rejected(
-    case: schemathesis.Case, memory_service: MemoryServer
+    case: schemathesis.Case[Any], memory_service: MemoryServer
 ) -> None:
     case.call_and_validate(base_url=memory_service.url, checks=NEGATIVE_CHECKS, timeout=30)
