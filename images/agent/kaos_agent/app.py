@@ -149,7 +149,7 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
         toolsets=agent_toolsets(
             tools=tools,
             delegation=settings.delegation,
-            peer_client=lambda: app[PEERS_KEY],
+            peer_client=app[PEERS_KEY],
             memory=settings.memory,
             remote_memory=memory if isinstance(memory, RemoteMemory) else None,
             metrics=metrics,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -162,13 +161,9 @@ class PeerClient:
         return str(content or "")
 
 
-# The app's peer client is created inside its event loop (cleanup_ctx), after the agent.
-PeerClientFactory = Callable[[], PeerClient]
-
-
 def delegation_toolset(
     peers: tuple[Endpoint, ...],
-    client_factory: PeerClientFactory,
+    client: PeerClient,
     *,
     max_depth: int,
     metrics: AgentMetrics,
@@ -176,12 +171,12 @@ def delegation_toolset(
     """One ``delegate_to_<name>(message)`` tool per peer."""
     tools: list[Tool[RunDeps]] = []
     for peer in peers:
-        tools.append(_delegate_tool(peer, client_factory, max_depth=max_depth, metrics=metrics))
+        tools.append(_delegate_tool(peer, client, max_depth=max_depth, metrics=metrics))
     return FunctionToolset(tools, id="delegation")
 
 
 def _delegate_tool(
-    peer: Endpoint, client_factory: PeerClientFactory, *, max_depth: int, metrics: AgentMetrics
+    peer: Endpoint, client: PeerClient, *, max_depth: int, metrics: AgentMetrics
 ) -> Tool[RunDeps]:
     async def delegate(ctx: RunContext[RunDeps], **args: Any) -> str:
         message = args.get("message")
@@ -196,7 +191,6 @@ def _delegate_tool(
             raise ToolFailed(
                 f"delegation depth limit ({max_depth}) reached; answer without delegating"
             )
-        client = client_factory()
         try:
             answer, transport = await client.ask(peer, message, ctx.deps, depth)
         except PeerUnavailable as exc:

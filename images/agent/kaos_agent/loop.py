@@ -11,7 +11,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.toolsets import AbstractToolset
 
 from kaos_agent.context import RunDeps
-from kaos_agent.delegation import PeerClientFactory, delegation_toolset
+from kaos_agent.delegation import PeerClient, delegation_toolset
 from kaos_agent.memory.remote import RemoteMemory
 from kaos_agent.memory.tools import memory_toolset
 from kaos_agent.metrics import AgentMetrics
@@ -36,7 +36,7 @@ def agent_toolsets(
     *,
     tools: Sequence[GuardedToolset],
     delegation: DelegationSettings,
-    peer_client: PeerClientFactory,
+    peer_client: PeerClient,
     memory: AgentMemorySettings,
     remote_memory: RemoteMemory | None,
     metrics: AgentMetrics,
