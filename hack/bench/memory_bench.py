@@ -41,9 +41,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchlib import devmodel, percentile, require_postgres  # noqa: E402
-from kaos_memory.scope import to_entity_id  # noqa: E402
 from kaos_memory.settings import MemorySettings  # noqa: E402
-from kaos_memory.storage.longterm import mem0_config  # noqa: E402
+from kaos_memory.storage.longterm import mem0_config, to_entity_id  # noqa: E402
 
 from tests.support.postgres import (  # noqa: E402
     create_database,

@@ -1,30 +1,21 @@
 """Scope and attribution, derived server-side from the verified identity: pure functions.
 
-Reads and erasure select a *scope* (a long-term filter plus, for non-store levels, the
-session's conversational key); writes carry level-less compound *attribution*. Both come
-only from the identity headers, the requested level, the posture and the store's read
-ceiling. Anything that cannot resolve a usable owner key fails here, before a store is
-touched, so an unresolved scope can never widen into an unscoped query.
-
-Long-term filters use Mem0's wildcard convention. ``"*"`` means different things on the
-two backends (Chroma drops the condition; pgvector turns it into "key present"), so the
-wildcard is only ever put on ``run_id``: every fact carries a ``run_id`` (a write needs
-a session), so "key present" and "no condition" select the same rows on both backends,
-including facts written without a principal (which have no ``user_id``).
+Reads and erasure select a *scope* (a level with the owner keys that take part in it
+plus, for non-store levels, the session's conversational key); writes carry level-less
+compound *attribution*. Both come only from the identity headers, the requested level, the
+posture and the store's read ceiling. Anything that cannot resolve a usable owner key fails
+here, before a store is touched, so an unresolved scope can never widen into an unscoped
+query. These are the domain rules only: how a scope becomes a backend's filter is the
+business of that backend's adapter (``storage.longterm`` for Mem0).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from kaos_core.errors import BadRequest, Forbidden
 from kaos_core.memory.contract import Level, scope_rank
 from kaos_core.memory.identity import Identity
-
-WILDCARD = "*"
-GROUP_KEY = "kaos_group"
-RUN_KEY = "kaos_run"
 
 
 @dataclass(frozen=True)
@@ -40,20 +31,6 @@ def conversation_key(group: str, session: str) -> str:
     return f"kaos_group:{group}|run:{session}"
 
 
-# Mem0 rejects entity ids with whitespace; headers may carry it. A reversible escape keeps
-# equality (and so every filter) intact. '%' is escaped first so decoding is unambiguous.
-_ESCAPE_RE = re.compile(r"[%\s]")
-_UNESCAPE_RE = re.compile(r"%([0-9A-F]{2,6});")
-
-
-def to_entity_id(value: str) -> str:
-    return _ESCAPE_RE.sub(lambda m: f"%{ord(m.group(0)):02X};", value)
-
-
-def from_entity_id(value: str) -> str:
-    return _UNESCAPE_RE.sub(lambda m: chr(int(m.group(1), 16)), value)
-
-
 @dataclass(frozen=True)
 class Attribution:
     """Everything a write is attributed to: every verified key, never a level."""
@@ -66,17 +43,6 @@ class Attribution:
     @property
     def key(self) -> str:
         return conversation_key(self.group, self.session)
-
-    def mem0_ids(self) -> dict[str, str]:
-        ids = {"run_id": to_entity_id(self.session)}
-        if self.principal is not None:
-            ids["user_id"] = to_entity_id(self.principal)
-        if self.agent is not None:
-            ids["agent_id"] = to_entity_id(self.agent)
-        return ids
-
-    def mem0_metadata(self) -> dict[str, str]:
-        return {GROUP_KEY: self.group, RUN_KEY: self.session}
 
 
 @dataclass(frozen=True)
@@ -97,39 +63,6 @@ class Scope:
     @property
     def key(self) -> str | None:
         return None if self.session is None else conversation_key(self.group, self.session)
-
-    def long_term_filter(self) -> dict[str, str]:
-        """The Mem0 filter for this level (see the module docstring for the wildcard)."""
-        f: dict[str, str] = {GROUP_KEY: self.group}
-        if self.level == "session":
-            assert self.session is not None
-            f["run_id"] = to_entity_id(self.session)
-            if self.principal is not None:
-                f["user_id"] = to_entity_id(self.principal)
-        elif self.level == "agent":
-            assert self.agent is not None
-            f["agent_id"] = to_entity_id(self.agent)
-            if self.principal is not None:
-                f["user_id"] = to_entity_id(self.principal)
-        elif self.level == "user":
-            assert self.principal is not None
-            f["user_id"] = to_entity_id(self.principal)
-        else:
-            f["run_id"] = WILDCARD
-        return f
-
-    def matches(self, payload: dict[str, object]) -> bool:
-        """Whether a stored fact's payload falls inside this scope (the filter, in Python).
-
-        Used to re-check rows a backend returned, so a filter translation defect in a
-        vector store cannot leak another tenant's fact into an answer.
-        """
-        for key, value in self.long_term_filter().items():
-            if value == WILDCARD:
-                continue
-            if payload.get(key) != value:
-                return False
-        return True
 
 
 def derive_attribution(identity: Identity, posture: Posture, group: str) -> Attribution:

@@ -8,10 +8,17 @@ from kaos_core.memory.contract import Level
 from kaos_core.memory.identity import Identity
 from kaos_memory.scope import (
     Posture,
+    Scope,
     conversation_key,
     derive_attribution,
     derive_scope,
+)
+from kaos_memory.storage.longterm import (
     from_entity_id,
+    in_scope,
+    mem0_filter,
+    mem0_ids,
+    mem0_metadata,
     to_entity_id,
 )
 
@@ -28,7 +35,7 @@ def scope(
     ceiling: Level = "user",
     posture: Posture = OPEN,
     conversational: bool = False,
-):  # type: ignore[no-untyped-def]
+) -> Scope:
     return derive_scope(
         identity,
         level,
@@ -41,26 +48,26 @@ def scope(
 
 def test_level_filters() -> None:
     full = Identity(agent=AGENT, principal="alice", session="s1")
-    assert scope(full, "session").long_term_filter() == {
+    assert mem0_filter(scope(full, "session")) == {
         "kaos_group": GROUP,
         "run_id": "s1",
         "user_id": "alice",
     }
-    assert scope(full, "agent").long_term_filter() == {
+    assert mem0_filter(scope(full, "agent")) == {
         "kaos_group": GROUP,
         "agent_id": AGENT,
         "user_id": "alice",
     }
-    assert scope(full, "user").long_term_filter() == {"kaos_group": GROUP, "user_id": "alice"}
+    assert mem0_filter(scope(full, "user")) == {"kaos_group": GROUP, "user_id": "alice"}
     admin = Identity(session="s1")
     # The wildcard sits on run_id, which every fact has, on both backends.
-    assert scope(admin, "store").long_term_filter() == {"kaos_group": GROUP, "run_id": "*"}
+    assert mem0_filter(scope(admin, "store")) == {"kaos_group": GROUP, "run_id": "*"}
 
 
 def test_principal_absent_drops_the_user_key() -> None:
     ident = Identity(agent=AGENT, session="s1")
-    assert scope(ident, "agent").long_term_filter() == {"kaos_group": GROUP, "agent_id": AGENT}
-    assert scope(ident, "session").long_term_filter() == {"kaos_group": GROUP, "run_id": "s1"}
+    assert mem0_filter(scope(ident, "agent")) == {"kaos_group": GROUP, "agent_id": AGENT}
+    assert mem0_filter(scope(ident, "session")) == {"kaos_group": GROUP, "run_id": "s1"}
 
 
 def test_store_is_forbidden_to_agents() -> None:
@@ -106,8 +113,8 @@ def test_secured_posture_keeps_the_two_key_partition() -> None:
 def test_attribution() -> None:
     attr = derive_attribution(Identity(agent=AGENT, principal="p", session="s"), OPEN, GROUP)
     assert attr.key == conversation_key(GROUP, "s") == "kaos_group:kaos_memory|run:s"
-    assert attr.mem0_ids() == {"run_id": "s", "user_id": "p", "agent_id": AGENT}
-    assert attr.mem0_metadata() == {"kaos_group": GROUP, "kaos_run": "s"}
+    assert mem0_ids(attr) == {"run_id": "s", "user_id": "p", "agent_id": AGENT}
+    assert mem0_metadata(attr) == {"kaos_group": GROUP, "kaos_run": "s"}
     with pytest.raises(BadRequest):
         derive_attribution(Identity(agent=AGENT), OPEN, GROUP)
     with pytest.raises(Forbidden):
@@ -115,7 +122,7 @@ def test_attribution() -> None:
     with pytest.raises(Forbidden):
         derive_attribution(Identity(principal="p", session="s"), SECURED, GROUP)
     bare = derive_attribution(Identity(session="s"), OPEN, GROUP)
-    assert bare.mem0_ids() == {"run_id": "s"}
+    assert mem0_ids(bare) == {"run_id": "s"}
 
 
 @pytest.mark.parametrize("value", ["alice", "Alice Smith", "a%b", "tab\there", "%20;", "ü ß"])
@@ -127,9 +134,9 @@ def test_entity_ids_round_trip_without_whitespace(value: str) -> None:
 
 def test_scope_matches_rechecks_payloads() -> None:
     s = scope(Identity(agent=AGENT, principal="p", session="s"), "agent")
-    assert s.matches({"kaos_group": GROUP, "agent_id": AGENT, "user_id": "p", "run_id": "x"})
-    assert not s.matches({"kaos_group": GROUP, "agent_id": AGENT, "run_id": "x"})
-    assert not s.matches({"kaos_group": "other", "agent_id": AGENT, "user_id": "p"})
+    assert in_scope(s, {"kaos_group": GROUP, "agent_id": AGENT, "user_id": "p", "run_id": "x"})
+    assert not in_scope(s, {"kaos_group": GROUP, "agent_id": AGENT, "run_id": "x"})
+    assert not in_scope(s, {"kaos_group": "other", "agent_id": AGENT, "user_id": "p"})
     store = scope(Identity(), "store")
-    assert store.matches({"kaos_group": GROUP, "run_id": "anything"})
-    assert not store.matches({"kaos_group": "other", "run_id": "anything"})
+    assert in_scope(store, {"kaos_group": GROUP, "run_id": "anything"})
+    assert not in_scope(store, {"kaos_group": "other", "run_id": "anything"})

@@ -6,8 +6,15 @@ and ``MEM0_DIR`` (inside the service's data dir) are set, because it reads both 
 
 What this adapter adds to Mem0:
 
-- Filters from ``Scope.long_term_filter`` (wildcard only on ``run_id``, see ``scope``),
-  and a re-check of every returned row against the scope in Python.
+- The translation of the service's scope and attribution into Mem0's terms (this adapter
+  alone knows them): entity ids (``user_id``/``agent_id``/``run_id``, escaped because Mem0
+  rejects whitespace), the metadata every fact carries (group, session, fold, attempt), the
+  filter of each level, and a re-check of every returned row against the scope in Python.
+  Filters use Mem0's wildcard convention. ``"*"`` means different things on the two
+  backends (Chroma drops the condition; pgvector turns it into "key present"), so the
+  wildcard is only ever put on ``run_id``: every fact carries a ``run_id`` (a write needs
+  a session), so "key present" and "no condition" select the same rows on both backends,
+  including facts written without a principal (which have no ``user_id``).
 - Listing with a cursor (Mem0's ``get_all`` has neither order nor offset): the scope's
   rows sorted by ``(created_at, id)``; the cursor is the last ``(created_at, id)`` served.
 - Erasure as filtered listing plus per-id deletion (it works for every level on both
@@ -36,6 +43,7 @@ import functools
 import json
 import logging
 import os
+import re
 import sqlite3
 import sys
 import threading
@@ -45,15 +53,7 @@ from typing import Any, TypeVar
 
 from kaos_core.memory.contract import Fact
 
-from kaos_memory.scope import (
-    GROUP_KEY,
-    RUN_KEY,
-    WILDCARD,
-    Attribution,
-    Scope,
-    from_entity_id,
-    to_entity_id,
-)
+from kaos_memory.scope import Attribution, Scope
 from kaos_memory.settings import MemorySettings
 from kaos_memory.storage.base import FoldTag, TurnRow
 from kaos_memory.storage.errors import StorageError, StorageUnavailable
@@ -73,6 +73,75 @@ _ID_KEYS = ("user_id", "agent_id", "run_id")
 # two vector stores compare filter values with different typing rules.
 FOLD_KEY = "kaos_fold"
 ATTEMPT_KEY = "kaos_attempt"
+
+
+# --- scope and attribution in Mem0's terms --------------------------------------------------
+
+WILDCARD = "*"
+GROUP_KEY = "kaos_group"
+RUN_KEY = "kaos_run"
+
+# Mem0 rejects entity ids with whitespace; headers may carry it. A reversible escape keeps
+# equality (and so every filter) intact. '%' is escaped first so decoding is unambiguous.
+_ESCAPE_RE = re.compile(r"[%\s]")
+_UNESCAPE_RE = re.compile(r"%([0-9A-F]{2,6});")
+
+
+def to_entity_id(value: str) -> str:
+    return _ESCAPE_RE.sub(lambda m: f"%{ord(m.group(0)):02X};", value)
+
+
+def from_entity_id(value: str) -> str:
+    return _UNESCAPE_RE.sub(lambda m: chr(int(m.group(1), 16)), value)
+
+
+def mem0_ids(attribution: Attribution) -> dict[str, str]:
+    """The entity ids a write's facts are stored under: every verified key."""
+    ids = {"run_id": to_entity_id(attribution.session)}
+    if attribution.principal is not None:
+        ids["user_id"] = to_entity_id(attribution.principal)
+    if attribution.agent is not None:
+        ids["agent_id"] = to_entity_id(attribution.agent)
+    return ids
+
+
+def mem0_metadata(attribution: Attribution) -> dict[str, str]:
+    return {GROUP_KEY: attribution.group, RUN_KEY: attribution.session}
+
+
+def mem0_filter(scope: Scope) -> dict[str, str]:
+    """The Mem0 filter of a scope's level (see the module docstring for the wildcard)."""
+    f: dict[str, str] = {GROUP_KEY: scope.group}
+    if scope.level == "session":
+        assert scope.session is not None
+        f["run_id"] = to_entity_id(scope.session)
+        if scope.principal is not None:
+            f["user_id"] = to_entity_id(scope.principal)
+    elif scope.level == "agent":
+        assert scope.agent is not None
+        f["agent_id"] = to_entity_id(scope.agent)
+        if scope.principal is not None:
+            f["user_id"] = to_entity_id(scope.principal)
+    elif scope.level == "user":
+        assert scope.principal is not None
+        f["user_id"] = to_entity_id(scope.principal)
+    else:
+        f["run_id"] = WILDCARD
+    return f
+
+
+def in_scope(scope: Scope, payload: dict[str, object]) -> bool:
+    """Whether a stored fact's payload falls inside the scope (the filter, in Python).
+
+    Used to re-check rows a backend returned, so a filter translation defect in a vector
+    store cannot leak another tenant's fact into an answer.
+    """
+    for key, value in mem0_filter(scope).items():
+        if value == WILDCARD:
+            continue
+        if payload.get(key) != value:
+            return False
+    return True
 
 
 def mem0_config(settings: MemorySettings) -> dict[str, Any]:
@@ -365,11 +434,11 @@ class Mem0LongTermStore:
         if not messages:
             return []
         metadata = {
-            **attribution.mem0_metadata(),
+            **mem0_metadata(attribution),
             FOLD_KEY: str(tag.fold_id),
             ATTEMPT_KEY: str(tag.attempt),
         }
-        result = self.memory.add(messages, **attribution.mem0_ids(), metadata=metadata, infer=infer)
+        result = self.memory.add(messages, **mem0_ids(attribution), metadata=metadata, infer=infer)
         return [str(r["id"]) for r in result.get("results", []) if "id" in r]
 
     async def erase_fold(self, group: str, session: str, fold_id: int) -> int:
@@ -403,10 +472,10 @@ class Mem0LongTermStore:
         result = self.memory.search(
             query,
             top_k=top_k,
-            filters=scope.long_term_filter(),
+            filters=mem0_filter(scope),
             threshold=self.settings.recall_threshold,
         )
-        items = [i for i in result.get("results", []) if scope.matches(_payload_of(i))]
+        items = [i for i in result.get("results", []) if in_scope(scope, _payload_of(i))]
         return [_fact(i) for i in items]
 
     async def list_facts(
@@ -438,10 +507,10 @@ class Mem0LongTermStore:
 
     def _rows(self, scope: Scope, top_k: int) -> list[Any]:
         """Vector-store rows of the scope (filter applied by the store, then re-checked)."""
-        listed = self.memory.vector_store.list(filters=scope.long_term_filter(), top_k=top_k)
+        listed = self.memory.vector_store.list(filters=mem0_filter(scope), top_k=top_k)
         if listed and isinstance(listed[0], list):
             listed = listed[0]
-        return [r for r in listed if r.payload is not None and scope.matches(r.payload)]
+        return [r for r in listed if r.payload is not None and in_scope(scope, r.payload)]
 
     # --- erasure --------------------------------------------------------------------------
 
@@ -487,7 +556,7 @@ class Mem0LongTermStore:
         if self.backend == "chroma":
             purge_chroma_log(self.settings.chroma_dir / "chroma.sqlite3", ids)
         db = self.memory.db
-        wanted = None if scope is None else scope.long_term_filter()
+        wanted = None if scope is None else mem0_filter(scope)
         runs = [to_entity_id(s) for s in sessions]
         with self._history_lock, db._lock:
             purge_mem0_history(db.connection, ids, wanted, runs)
@@ -520,4 +589,16 @@ class Mem0LongTermStore:
         decode_cursor(cursor)
 
 
-__all__ = ["GROUP_KEY", "Mem0LongTermStore", "decode_cursor", "encode_cursor", "mem0_config"]
+__all__ = [
+    "GROUP_KEY",
+    "Mem0LongTermStore",
+    "decode_cursor",
+    "encode_cursor",
+    "from_entity_id",
+    "in_scope",
+    "mem0_config",
+    "mem0_filter",
+    "mem0_ids",
+    "mem0_metadata",
+    "to_entity_id",
+]
