@@ -84,11 +84,13 @@ def run_context(
         session = validate_subject(SESSION_HEADER, session)
     else:
         session = identity.session
-    raw_depth = _single(headers, DELEGATION_DEPTH_HEADER)
+    raw_depth: object = _single(headers, DELEGATION_DEPTH_HEADER)
+    if raw_depth is None:
+        raw_depth = 0 if depth is None else depth
     return RunDeps(
         session_id=session or new_session_id(),
         principal=identity.principal,
-        depth=parse_depth(raw_depth if raw_depth is not None else (depth or 0)),
+        depth=parse_depth(raw_depth),
         request_id=request_id or None,
     )
 

@@ -132,6 +132,8 @@ def test_the_run_context_parser() -> None:
     with pytest.raises(BadRequest):
         run_context({}, request_id=None, session="*")
     with pytest.raises(BadRequest):
+        run_context({}, request_id=None, depth="")
+    with pytest.raises(BadRequest):
         run_context({"X-Principal": "\x00"}, request_id=None)
     assert parse_depth(MAX_DEPTH_VALUE) == MAX_DEPTH_VALUE
     for bad in (True, None, 1.5, "²", MAX_DEPTH_VALUE + 1):
