@@ -1,8 +1,10 @@
 """Names of the environment variables through which the operator configures an agent pod.
 
 The operator writes these and the agent runtime reads them; both import the names from
-here so a rename cannot leave one side behind. Values, defaults and validation live with
-the runtime (``kaos_agent.settings``); this module holds names only.
+here so a rename cannot leave one side behind. Values, defaults, descriptions and
+validation live with the runtime (``kaos_agent.settings``); list values use the
+``kaos_core.endpoints`` codec. This module holds names only, and the one request header
+that is the agent runtime's alone.
 """
 
 from __future__ import annotations
