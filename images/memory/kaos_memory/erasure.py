@@ -219,13 +219,23 @@ class Eraser:
     async def resume(self, limit: int = 16) -> int:
         """Take over erasures a dead replica left pending; how many were started."""
         started = 0
-        for tombstone in await self.conversation.pending_erasures(limit):
+        try:
+            pending = await self.conversation.pending_erasures(limit)
+        except StorageError:
+            log.warning("listing pending erasures failed", exc_info=True)
+            return 0
+        for tombstone in pending:
             if tombstone.id in self._resuming:
                 continue
             owner = self._owner()
-            if not await self.conversation.acquire_lease(
-                tombstone.lease_key, "erase", owner, self.policy.lease_ttl
-            ):
+            try:
+                taken = await self.conversation.acquire_lease(
+                    tombstone.lease_key, "erase", owner, self.policy.lease_ttl
+                )
+            except StorageError:
+                log.warning("taking over an erasure failed", exc_info=True)
+                return started
+            if not taken:
                 continue
             self._resuming.add(tombstone.id)
             task = asyncio.create_task(self._resume_one(tombstone, owner), name="erase-resume")

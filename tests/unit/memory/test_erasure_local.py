@@ -10,6 +10,7 @@ model call that started after the forget answered are searched for the erased te
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -25,7 +26,15 @@ from tests.unit.memory.erasure_checks import (
     raw_hits,
     table_text,
 )
-from tests.unit.memory.helpers import AGENT_A, AGENT_B, call, headers, seed_facts, wait_sync
+from tests.unit.memory.helpers import (
+    AGENT_A,
+    AGENT_B,
+    call,
+    eventually,
+    headers,
+    seed_facts,
+    wait_sync,
+)
 
 SETTINGS = {
     "token_budget": 200,
@@ -96,3 +105,67 @@ async def test_forget_during_extraction_leaves_no_trace_local(
     assert raw_hits(server.db.data_dir, [erased]) == {}
     # What was not erased is still there.
     assert kept in table_text(server.db)
+
+
+@pytest.mark.parametrize("level", ["session", "agent", "user", "store"])
+async def test_after_a_forget_no_file_in_the_data_dir_holds_erased_bytes(
+    memory_factory: MakeMemory, level: Level
+) -> None:
+    server = memory_factory("local", **SETTINGS)
+    tag = uuid.uuid4().hex[:8]
+    erased, principal, session = f"gonex{tag}", f"p{tag}", f"s{tag}"
+    ident = headers(agent=AGENT_A, principal=principal, session=session)
+    await seed_facts(server.url, ident, [f"{erased}one", f"{erased}two"], infer=True)
+    wait_sync(lambda: consolidated(server, erased), timeout=60, what="consolidated")
+    hits = raw_hits(server.db.data_dir, [erased])
+    assert {"conversation.sqlite3-wal", "chroma/chroma.sqlite3", "mem0/history.db"} & set(hits)
+
+    forget = {} if level == "store" else forget_headers(level, AGENT_A, principal, session)
+    status, doc, _ = await call(server.url, "/v1/forget", {"level": level}, hdrs=forget)
+    assert status == 200 and doc["degraded"] is False, doc
+    assert doc["forgotten"]["long_term"] == 2
+    assert raw_hits(server.db.data_dir, [erased]) == {}
+
+
+async def test_an_erasure_cut_short_by_a_crash_is_finished_at_restart(
+    memory_factory: MakeMemory, devmodel: DevModel
+) -> None:
+    first = memory_factory("local", **SETTINGS)
+    data_dir = first.db.data_dir
+    tag = uuid.uuid4().hex[:8]
+    erased, principal, session = f"gonex{tag}", f"p{tag}", f"s{tag}"
+    ident = headers(agent=AGENT_A, principal=principal, session=session)
+    devmodel.set_faults(delay=5.0, routes=["chat"])
+    await seed_facts(first.url, ident, [f"{erased}one", f"{erased}two"], infer=True)
+    wait_sync(lambda: extraction_in_flight(first.db), timeout=30, what="extraction in flight")
+
+    # The forget records its tombstone, then waits for the extraction at the model: the
+    # process dies there.
+    forget = asyncio.ensure_future(
+        call(first.url, "/v1/forget", {"level": "user"}, hdrs=headers(principal=principal))
+    )
+
+    def recorded() -> list[tuple[object, ...]]:
+        return first.db.relational("SELECT id, done_at FROM kaos_mem_erasures")
+
+    await eventually(lambda: asyncio.to_thread(recorded), bool, within=30, what="tombstone")
+    first.proc.kill()
+    with pytest.raises(Exception):  # noqa: B017  (the connection dies with the process)
+        await forget
+    assert [done for _, done in recorded()] == [None], "the erasure was pending at the crash"
+
+    devmodel.set_faults(delay=0.2, routes=["chat"])
+    second = memory_factory("local", data_dir=str(data_dir), **SETTINGS)
+    # The first sweep at start finishes the erasure.
+    wait_sync(lambda: all(done is not None for _, done in recorded()), timeout=60, what="final")
+    finished = time.time()
+    assert erased not in table_text(second.db)
+    assert raw_hits(data_dir, [erased]) == {}
+
+    fresh = f"freshx{tag}"
+    await seed_facts(second.url, ident, [f"{fresh}one", f"{fresh}two"], infer=True)
+    wait_sync(lambda: consolidated(second, fresh), timeout=60, what="new writes consolidated")
+    after = model_texts_since(devmodel, finished)
+    assert [t for t in after if fresh in t]
+    assert leaks(after, [erased]) == []
+    assert raw_hits(data_dir, [erased]) == {}
