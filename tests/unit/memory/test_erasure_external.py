@@ -69,6 +69,16 @@ def erasures(server: MemoryServer) -> list[tuple[Any, ...]]:
     return server.db.relational("SELECT id, level, done_at FROM kaos_mem_erasures ORDER BY id")
 
 
+def vacuumed(server: MemoryServer) -> bool:
+    """Whether the erased tables (KAOS's turns, Mem0's collection) were vacuumed."""
+    rows = server.db.relational(
+        "SELECT relname FROM pg_stat_user_tables WHERE last_vacuum IS NOT NULL"
+        " AND relname IN ('kaos_mem_turns', %s)",
+        (server.db.collection,),
+    )
+    return len(rows) == 2
+
+
 def extracting_pid(server: MemoryServer) -> int:
     """The process holding an extract lease (a lease owner is ``host:pid:nonce/...``)."""
     (owner,) = [row["owner"] for row in server.db.leases() if row["kind"] == "extract"]
@@ -141,6 +151,8 @@ async def test_forget_while_the_working_replica_is_killed(
     assert status == 200, doc
     assert doc["degraded"] is False, doc
     assert all(done is not None for _, _, done in erasures(other)), "the erasure is final"
+    # The dead tuples the erasure left are vacuumed in the background.
+    wait_sync(lambda: vacuumed(other), timeout=60, what="erased tables vacuumed")
     await write_again_and_check(other, devmodel, ident, tag, answered)
 
 
