@@ -107,7 +107,8 @@ class Kube:
         if proc.returncode != 0:
             if "notfound" in proc.stderr.lower().replace(" ", "").replace("(", ""):
                 hint = f"; {missing}" if missing else ""
-                raise CliError(f"{resource.split('.')[0]} {name} not found in {self.where()}{hint}")
+                what = resource.split(".")[0].removesuffix("s")
+                raise CliError(f"{what} {name} not found in {self.where()}{hint}")
             raise self.failed(["get", resource, name], proc.stderr)
         document: dict[str, Any] = json.loads(proc.stdout)
         return document

@@ -224,10 +224,7 @@ def uninstall_cmd(cx: Cx, release: str, wait: bool, timeout: str) -> int:
     proc = run(argv, timeout=seconds + 60)
     if proc.returncode != 0:
         if "not found" in proc.stderr.lower():
-            raise CliError(
-                f"release {release} not found in namespace {namespace} "
-                "(pass -n NAMESPACE and --release NAME)"
-            )
+            raise CliError(f"release {release} not found in namespace {namespace}")
         raise _helm_failed("helm uninstall", proc.stderr)
     sys.stdout.write(proc.stdout)
     sys.stdout.write(

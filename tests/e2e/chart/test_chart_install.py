@@ -169,12 +169,14 @@ def test_cli_lists_the_sample_agents(installed: Cluster, helm: Helm) -> None:
     proc = kaos(installed, helm, "agent", "list", "-n", SAMPLES_NS)
     assert proc.returncode == 0, proc.stderr
     header, *rows = proc.stdout.splitlines()
-    assert header.split()[:5] == ["NAMESPACE", "NAME", "MODELAPI", "MEMORY", "DELEGATES"]
-    by_name = {row.split()[1]: row.split() for row in rows}
+    assert header.split()[:6] == ["NAME", "MODELAPI", "MODEL", "MCP", "MEMORY", "DELEGATES"]
+    by_name = {row.split()[0]: row.split() for row in rows}
     assert set(by_name) == {"coordinator", "researcher"}
-    assert by_name["coordinator"][2:6] == ["devmodel-api", "remote", "(memory-local)", "researcher"]
+    assert by_name["coordinator"][1:6] == [
+        "devmodel-api", "openai/devmodel", "-", "remote:memory-local", "researcher"
+    ]  # fmt: skip
 
-    proc = kaos(installed, helm, "agent", "list", "--json")
+    proc = kaos(installed, helm, "agent", "list", "-A", "-o", "json")
     names = {a["metadata"]["name"] for a in json.loads(proc.stdout)}
     assert {"coordinator", "researcher"} <= names
 

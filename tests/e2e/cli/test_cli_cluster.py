@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.fixtures.helm import Helm
 from tests.support.cluster import POD_LOG_NAME, Cluster
 from tests.support.procs import ServiceProcess, console_script
 
@@ -208,7 +209,7 @@ def test_deploy_wait_list_describe_get_delete_every_kind(kaos: Kaos, volume: Non
     )
     missing = kaos("modelapi", "describe", "nope")
     assert missing.returncode == 1
-    assert "modelapis nope not found" in error_line(missing)
+    assert "modelapi nope not found" in error_line(missing)
     assert kaos.ok("agent", "list").stdout == f"no agents found in namespace {ns}\n"
 
 
@@ -253,16 +254,24 @@ def test_logs_follow_receives_new_lines(kaos: Kaos, k8s_cluster: Cluster) -> Non
         assert follower.stdout is not None
         seen = ""
         deadline = time.monotonic() + 60
-        round_ = 0
-        while f"after {marker} 2" not in seen:
-            assert time.monotonic() < deadline, f"logs -f showed {seen!r}"
-            round_ += 1
-            with pod_log.open("a") as log:
-                log.write(cri_line(f"after {marker} {round_}"))
-            ready, _, _ = select.select([follower.stdout], [], [], 2)
-            if ready:
-                seen += os.read(follower.stdout.fileno(), 65536).decode()
-        assert f"after {marker} 1" in seen and f"before {marker}" not in seen
+
+        def read_until(text: str, write: str | None = None) -> None:
+            # Lines written before kubectl attached are not followed: write until one shows.
+            nonlocal seen
+            while text not in seen:
+                assert time.monotonic() < deadline, f"logs -f showed {seen!r}"
+                if write is not None:
+                    with pod_log.open("a") as log:
+                        log.write(cri_line(write))
+                ready, _, _ = select.select([follower.stdout], [], [], 2)
+                if ready:
+                    seen += os.read(follower.stdout.fileno(), 65536).decode()
+
+        read_until(f"after {marker}", write=f"after {marker}")
+        with pod_log.open("a") as log:
+            log.write(cri_line(f"last {marker}"))
+        read_until(f"last {marker}")
+        assert f"before {marker}" not in seen
         assert follower.poll() is None, "logs -f keeps following"
     finally:
         follower.terminate()
@@ -332,3 +341,48 @@ def test_bash_completion_offers_resource_names(kaos: Kaos) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert set(proc.stdout.split()) == {"alpha-api", "beta-api"}
+
+
+def test_status_reads_the_chart_operators_deployment_and_lease(
+    k8s_cluster: Cluster, helm: Helm
+) -> None:
+    """Installed by ``kaos system install``, the operator's Deployment is found by its
+    labels; kwok runs no container, so nobody holds the Lease: status says so, exit 1."""
+    release, ns = "kaos-cli-status", f"kaos-cli-status-{uuid.uuid4().hex[:6]}"
+    env = {**helm.env(k8s_cluster.env()), "KAOS_HELM": str(helm.binary)}
+
+    def kaos(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [KAOS, *argv, "-n", ns],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
+
+    installed = kaos("system", "install", "--release", release, "--wait", "--timeout", "120s")
+    assert installed.returncode == 0, installed.stderr
+    try:
+        proc = kaos("system", "status", "--lease", "kaos-operator", "-o", "json")
+        assert proc.returncode == 1, proc.stderr
+        doc = json.loads(proc.stdout)
+        assert doc["operator"]["deployment"]["ready"] == 1
+        assert doc["operator"]["deployment"]["name"].startswith(release)
+        assert doc["problems"][0] == "operator not leading: no Lease: no operator has run here"
+    finally:
+        assert kaos("system", "uninstall", "--release", release, "--wait").returncode == 0
+        k8s_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_talking_to_an_agent_without_a_pod_behind_it_is_one_line(kaos: Kaos) -> None:
+    """kwok's pods run nothing, so the port-forward cannot connect: one line, exit 1."""
+    kaos.ok("modelapi", "deploy", "llm", "--model", "m")
+    kaos.ok("agent", "deploy", "quiet", "--modelapi", "llm", "--wait")
+    for argv in (["agent", "invoke", "quiet", "hi", "--timeout", "5"], ["a2a", "list", "quiet"]):
+        proc = kaos(*argv)
+        assert proc.returncode == 1
+        assert error_line(proc).startswith("error: ")
+    nothing = kaos("agent", "invoke", "nobody", "hi")
+    assert nothing.returncode == 1
+    assert "agent nobody not found" in error_line(nothing)
