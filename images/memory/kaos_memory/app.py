@@ -19,6 +19,7 @@ from kaos_core.http import READINESS_KEY, REGISTRY_KEY, create_base_app
 
 from kaos_memory.consolidation import ConsolidationPolicy, Consolidator
 from kaos_memory.datadir import exclusive_data_dir
+from kaos_memory.erasure import Eraser, ErasurePolicy
 from kaos_memory.executor import BackgroundExecutor, RetryPolicy
 from kaos_memory.keys import (
     CONVERSATION_KEY,
@@ -137,6 +138,16 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
         ),
     )
     log.info("replica", extra={"replica": consolidator.replica})
+    eraser = Eraser(
+        conversation=app[CONVERSATION_KEY],
+        longterm=app[LONGTERM_KEY],
+        policy=ErasurePolicy(
+            lease_ttl=settings.lease_ttl,
+            fence_timeout=settings.lease_ttl + 2 * settings.model_timeout,
+            reclaim_inline=settings.storage == "local",
+        ),
+        replica=consolidator.replica,
+    )
     sweeper = Sweeper(
         conversation=app[CONVERSATION_KEY],
         consolidator=consolidator,
@@ -144,12 +155,14 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
         metrics=metrics,
         interval=settings.sweep_interval,
         idle_flush_seconds=settings.idle_flush_seconds,
+        eraser=eraser,
     )
     app[SERVICE_KEY] = MemoryService(
         settings,
         conversation=app[CONVERSATION_KEY],
         longterm=app[LONGTERM_KEY],
         consolidator=consolidator,
+        eraser=eraser,
         metrics=metrics,
     )
     sweeper.start()
@@ -157,6 +170,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await sweeper.stop()
+        await eraser.close()
         drained = await executor.drain(settings.drain_timeout)
         log.info("background work drained", extra={"complete": drained})
         await summarizer.close()

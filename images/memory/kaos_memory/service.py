@@ -41,6 +41,7 @@ from kaos_core.memory.identity import Identity
 
 from kaos_memory.compaction import count_tokens, window
 from kaos_memory.consolidation import Consolidator
+from kaos_memory.erasure import Eraser
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import (
     Posture,
@@ -52,14 +53,12 @@ from kaos_memory.scope import (
 from kaos_memory.settings import MemorySettings
 from kaos_memory.storage.base import (
     ConversationStore,
-    Erased,
     ErasureSelector,
     FoldPolicy,
     LongTermStore,
     NewTurn,
     SessionBound,
 )
-from kaos_memory.storage.longterm import decode_cursor
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +88,14 @@ class MemoryService:
         conversation: ConversationStore,
         longterm: LongTermStore,
         consolidator: Consolidator,
+        eraser: Eraser,
         metrics: MemoryMetrics,
     ) -> None:
         self.settings = settings
         self.conversation = conversation
         self.longterm = longterm
         self.consolidator = consolidator
+        self.eraser = eraser
         self.metrics = metrics
         self.posture = Posture(
             require_principal=settings.require_principal,
@@ -218,7 +219,7 @@ class MemoryService:
         scope = self._scope(identity, req.level, req.include)
         if req.cursor is not None:
             try:
-                decode_cursor(req.cursor)
+                self.longterm.check_cursor(req.cursor)
             except ValueError:
                 raise BadRequest(
                     "cursor is not one this service gave out", code="bad_cursor"
@@ -285,47 +286,44 @@ class MemoryService:
     # --- forget ---------------------------------------------------------------------------
 
     async def forget(self, identity: Identity, req: ForgetRequest) -> ForgetResponse:
+        """Erase a scope from every tier; see ``erasure`` for how it wins against the
+        background work of that scope. ``degraded`` unless the erasure is final."""
         scope = self._scope(identity, req.level, None)
         strict = self._mode(req.failure_mode) == "strict"
-        conv_result, lt_result = await asyncio.gather(
-            self._timed("short_term", "erase", self._erase_conversation(scope)),
-            self._timed("long_term", "erase", self.longterm.erase(scope)),
-            return_exceptions=True,
-        )
-        failures: list[str] = []
-        erased = Erased()
-        facts = 0
-        if isinstance(conv_result, BaseException):
-            log.error("conversational erasure failed", exc_info=conv_result)
-            failures.append(f"conversational tiers: {type(conv_result).__name__}")
-        else:
-            erased = conv_result
-        if isinstance(lt_result, BaseException):
-            log.error("long-term erasure failed", exc_info=lt_result)
-            failures.append(f"long-term tier: {type(lt_result).__name__}")
-        else:
-            facts = lt_result
-        if failures:
+        try:
+            selector = await self._erasure_selector(scope)
+        except Exception:
+            log.error("resolving the erased sessions failed", exc_info=True)
             self.metrics.degraded.labels(reason="forget_failed").inc()
             if strict:
+                raise StrictFailure("erasure incomplete: conversational tiers") from None
+            return ForgetResponse(forgotten=Forgotten(), degraded=True)
+        result = await self._timed("erasure", "forget", self.eraser.forget(scope, selector))
+        if result.failures or not result.final:
+            self.metrics.degraded.labels(reason="forget_failed").inc()
+            if strict:
+                failures = result.failures or ["not final"]
                 raise StrictFailure("erasure incomplete: " + "; ".join(failures))
+        erased = result.erased
         log.info(
             "scope forgotten",
             extra={
                 "level": scope.level,
                 "turns": erased.turns,
                 "digests": erased.digests,
-                "facts": facts,
+                "facts": result.facts,
+                "final": result.final,
             },
         )
         return ForgetResponse(
             forgotten=Forgotten(
-                short_term=erased.turns, medium_term=erased.digests, long_term=facts
+                short_term=erased.turns, medium_term=erased.digests, long_term=result.facts
             ),
-            degraded=bool(failures),
+            degraded=bool(result.failures) or not result.final,
         )
 
-    async def _erase_conversation(self, scope: Scope) -> Erased:
+    async def _erasure_selector(self, scope: Scope) -> ErasureSelector | None:
+        """The sessions whose conversational tiers the erasure reaches (None: none)."""
         group = self.settings.group
         if scope.level == "session":
             assert scope.session is not None
@@ -333,12 +331,10 @@ class MemoryService:
             if scope.principal is not None and not await self.conversation.is_attributed(
                 key, scope.principal
             ):
-                return Erased()
-            selector = ErasureSelector(group=group, key=key)
-        elif scope.level == "agent":
-            selector = ErasureSelector(group=group, principal=scope.principal, agent=scope.agent)
-        elif scope.level == "user":
-            selector = ErasureSelector(group=group, principal=scope.principal)
-        else:
-            selector = ErasureSelector(group=group)
-        return await self.conversation.erase(selector)
+                return None  # another principal's session: only this principal's facts
+            return ErasureSelector(group=group, key=key)
+        if scope.level == "agent":
+            return ErasureSelector(group=group, principal=scope.principal, agent=scope.agent)
+        if scope.level == "user":
+            return ErasureSelector(group=group, principal=scope.principal)
+        return ErasureSelector(group=group)
