@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -124,6 +125,22 @@ async def test_digest_cap_and_recorded_requests(serve: Serve) -> None:
         (recorded,) = (await (await client.get("/control/requests")).json())["requests"]
         assert recorded["kind"] == "digest"
         assert recorded["messages"][1]["role"] == "user"
+
+
+async def test_recorded_requests_carry_their_arrival_and_embedding_inputs(serve: Serve) -> None:
+    # The erasure tests tell model calls that started after a point in time by these.
+    async with serve(delay="0.2", fault_routes="chat") as client:
+        before = time.time()
+        await chat(client, "slow one")
+        body = {"model": "e", "input": ["first text", "second text"]}
+        assert (await client.post("/v1/embeddings", json=body)).status == 200
+        (recorded,) = (await (await client.get("/control/requests")).json())["requests"]
+        assert before <= recorded["received_at"] < before + 0.2, "arrival, not answer time"
+        (embedded,) = (await (await client.get("/control/embeddings")).json())["requests"]
+        assert embedded["input"] == ["first text", "second text"]
+        assert embedded["received_at"] >= before
+        await client.post("/control/reset", json={})
+        assert (await (await client.get("/control/embeddings")).json())["requests"] == []
 
 
 async def test_base_routes_and_answer_metrics(serve: Serve) -> None:
