@@ -4,7 +4,8 @@ Mem0 deletes a fact from the vector store but keeps its text in its history data
 (``history``: one row per add and per delete, with the old text) and keeps the raw turns
 it extracted from (``messages``, per session scope). Chroma keeps every record's full
 metadata, so the fact text, in its write-ahead log (``embeddings_queue``) until a much
-later compaction. Erasure has to reach all three.
+later compaction. Erasure has to reach all three. And SQLite leaves deleted rows in free
+pages until they are reused: ``vacuum_sqlite`` rewrites a file another library writes.
 """
 
 from __future__ import annotations
