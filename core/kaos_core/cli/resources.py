@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 import yaml
+from rich.text import Text
 
 from kaos_core.cli.common import Cx, all_namespaces_option, common_options, complete_resource
 from kaos_core.cli.kube import Kube, condition, explain
@@ -397,12 +398,16 @@ def logs(
 
 
 def delete(kind: Kind, cx: Cx, names: tuple[str, ...], wait: bool) -> int:
-    missing = []
+    missing, deleted = [], []
     for name in names:
         if cx.kube.delete(kind.resource, name, wait=wait):
-            print(f"{kind.cli}/{name} deleted")
+            deleted.append(f"{kind.cli}/{name}")
+            if cx.fmt == "table":
+                print(f"{kind.cli}/{name} deleted")
         else:
             missing.append(name)
+    if cx.fmt != "table":
+        emit(cx.fmt, {"deleted": deleted})
     if missing:
         raise CliError(
             f"{kind.cli} {', '.join(missing)} not found in {cx.kube.where()}; {kind.missing()}"
@@ -433,8 +438,11 @@ def read_documents(path: str) -> list[dict[str, Any]]:
 
 def apply_and_wait(cx: Cx, docs: list[dict[str, Any]], wait: bool, timeout: float) -> int:
     applied = cx.kube.apply(docs)
-    for line in applied:
-        print(f"{line} applied")
+    if cx.fmt == "table":
+        for line in applied:
+            print(f"{line} applied")
+    else:
+        emit(cx.fmt, {"applied": applied})
     if not wait:
         return 0
     targets = [
@@ -461,12 +469,16 @@ def wait_ready(kube: Kube, targets: list[tuple[Kind, str]], timeout: float) -> i
                 why = explain(obj) if phase != "Ready" else ""
                 line = f"{kind.cli}/{name}: {phase}{' - ' + why if why else ''}"
                 if last.get((kind.cli, name)) != line:
-                    info(line)
+                    # On a terminal the spinner owns the last line: print above it.
+                    if live is not None:
+                        spinner.print(line, markup=False, highlight=False)
+                    else:
+                        info(line)
                     last[(kind.cli, name)] = line
                 if phase != "Ready":
                     still.append((kind, name, phase, why))
                 if live is not None:
-                    live.update(line)
+                    live.update(Text(line))
             if not still:
                 return 0
             if time.monotonic() > deadline:

@@ -113,9 +113,15 @@ def deploy_cmd(cx: Cx, name: str, wait: bool, timeout: float) -> int:
 @click.argument("name", shell_complete=complete_sample)
 @common_options()
 def delete_cmd(cx: Cx, name: str) -> int:
+    deleted = []
     for doc in reversed(sample(name)):
         kind = BY_KIND.get(doc["kind"])
         resource = kind.resource if kind else doc["kind"].lower()
         if cx.kube.delete(resource, doc["metadata"]["name"], wait=False):
-            print(f"{doc['kind']}/{doc['metadata']['name']} deleted")
+            deleted.append(f"{doc['kind']}/{doc['metadata']['name']}")
+    if cx.fmt == "table":
+        for ref in deleted:
+            print(f"{ref} deleted")
+    else:
+        emit(cx.fmt, {"deleted": deleted})
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import select
 import subprocess
 import time
@@ -321,9 +322,12 @@ def test_samples_deploy_list_delete(kaos: Kaos) -> None:
     assert {"agents", "mcpserver", "modelapi", "memorystore-local"} <= names
     proc = kaos.ok("samples", "deploy", "mcpserver", "--wait")
     assert "mcpserver.kaos.tools/text-tools applied" in proc.stdout
+    applied = kaos.json("samples", "deploy", "modelapi")
+    assert applied == {"applied": ["modelapi.kaos.tools/devmodel-api"]}
     assert proc.stderr.splitlines()[-1] == "mcp/text-tools: Ready"
     assert kaos.json("mcp", "get", "text-tools")["spec"]["runtime"] == "python-string"
-    assert kaos.ok("samples", "delete", "mcpserver").stdout == "MCPServer/text-tools deleted\n"
+    deleted = kaos.json("samples", "delete", "mcpserver")
+    assert deleted == {"deleted": ["MCPServer/text-tools"]}
     assert kaos.ok("mcp", "list").stdout.startswith("no mcpservers found")
 
 
@@ -386,3 +390,35 @@ def test_talking_to_an_agent_without_a_pod_behind_it_is_one_line(kaos: Kaos) -> 
     nothing = kaos("agent", "invoke", "nobody", "hi")
     assert nothing.returncode == 1
     assert "agent nobody not found" in error_line(nothing)
+
+
+def test_wait_on_a_terminal_shows_progress_and_ends_ready(kaos: Kaos) -> None:
+    """On a terminal ``--wait`` runs a spinner and prints each change above it."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        kaos.argv("modelapi", "deploy", "tty-api", "--model", "m", "--wait"),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**kaos.env, "TERM": "xterm"},
+    )
+    os.close(slave)
+    screen = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 120)
+            assert ready, f"no output within 120s: {screen!r}"
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the process closed the terminal
+                break
+            if not chunk:
+                break
+            screen += chunk
+        assert proc.wait(timeout=30) == 0
+    finally:
+        os.close(master)
+    text = screen.decode("utf-8", "replace")
+    assert "modelapi.kaos.tools/tty-api applied" in text
+    assert "modelapi/tty-api: Ready" in text
+    assert "Traceback" not in text
