@@ -8,6 +8,7 @@ binding and the output format) instead; the hidden ``--json`` is the older spell
 from __future__ import annotations
 
 import functools
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -17,6 +18,7 @@ from click.shell_completion import CompletionItem
 
 from kaos_core.cli.kube import Kube
 from kaos_core.cli.output import FORMATS, Format
+from kaos_core.cli.tools import CliError
 
 Command = Callable[..., int]
 
@@ -59,8 +61,6 @@ def complete_contexts(
 ) -> list[CompletionItem]:
     kube = Kube()
     try:
-        import subprocess
-
         proc = subprocess.run(
             [kube.kubectl, "config", "get-contexts", "-o", "name"],
             capture_output=True,
@@ -68,7 +68,7 @@ def complete_contexts(
             timeout=5,
             check=False,
         )
-    except Exception:  # noqa: BLE001  (completion never fails loudly)
+    except (OSError, subprocess.TimeoutExpired, CliError):  # completion never fails loudly
         return []
     return [CompletionItem(n) for n in proc.stdout.split() if n.startswith(incomplete)]
 

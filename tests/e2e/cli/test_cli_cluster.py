@@ -182,6 +182,20 @@ def test_deploy_wait_list_describe_get_delete_every_kind(kaos: Kaos, volume: Non
         ("mem", "local", "Ready")
     ]
 
+    store = kaos.json("memorystore", "describe", "mem")
+    assert store["phase"] == "Ready" and ("PersistentVolumeClaim", "mem-data") in {
+        (o["kind"], o["name"]) for o in store["owned"]
+    }
+    assert kaos.json("memorystore", "get", "mem")["spec"]["storage"]["type"] == "local"
+    # logs picks each kind's main container.
+    for kind, name, container in (
+        ("agent", "a1", "agent"),
+        ("memorystore", "mem", "memory"),
+        ("modelapi", "llm", "litellm"),
+    ):
+        logs = kaos.ok(kind, "logs", name, "--tail", "1")
+        assert logs.stderr.startswith(f"# {name}-") and f"container {container}" in logs.stderr
+
     # An MCP server from flags; the -f path for a manifest.
     kaos.ok(
         "mcp",
