@@ -257,7 +257,7 @@ def lease_health(lease: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
         return {"leader": holder, "fresh": False, "detail": "the Lease was never renewed"}
     age = (now - renewed).total_seconds()
     fresh = age <= duration
-    detail = f"renewed {age:.0f}s ago (lease {duration:g}s)"
+    detail = f"renewed {age:.0f}s ago, lease {duration:g}s"
     return {"leader": holder, "fresh": fresh, "detail": detail if fresh else detail + ": stale"}
 
 
