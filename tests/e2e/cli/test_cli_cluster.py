@@ -294,7 +294,7 @@ def test_logs_follow_receives_new_lines(kaos: Kaos, k8s_cluster: Cluster) -> Non
 
 
 def test_system_status_healthy_and_unhealthy(
-    kaos: Kaos, kaos_operator: ServiceProcess, k8s_cluster: Cluster
+    kaos: Kaos, kaos_operator: ServiceProcess, k8s_cluster: Cluster, volume: None
 ) -> None:
     ns = kaos.namespace
     kaos.ok("modelapi", "deploy", "llm", "--model", "m", "--wait")
@@ -322,6 +322,21 @@ def test_system_status_healthy_and_unhealthy(
     text = kaos.ok("system", "status", "--watch-namespace", ns).stdout
     assert text.startswith("KAOS: healthy")
     assert "Resources by phase" in text and "Ready 1" in text
+
+    # The store of a running agent goes away: the agent is degraded, status exits 1.
+    kaos.ok("memorystore", "deploy", "mem", "--modelapi", "llm", "--wait")
+    kaos.ok("agent", "deploy", "a1", "--modelapi", "llm", "--memorystore", "mem", "--wait")
+    assert status()["healthy"] is True
+    kaos.ok("memorystore", "delete", "mem")
+    deadline = time.monotonic() + 90
+    while not (doc := status())["degradedAgents"]:
+        assert time.monotonic() < deadline, f"no degraded agent reported: {doc}"
+    assert doc["healthy"] is False
+    assert doc["degradedAgents"][0]["agent"] == f"{ns}/a1"
+    assert doc["degradedAgents"][0]["why"].startswith("MemoryDegraded: ")
+    assert f"agent {ns}/a1 degraded" in doc["problems"]
+    text = kaos("system", "status", "--watch-namespace", ns).stdout
+    assert "Degraded agents" in text and "KAOS: unhealthy" in text
 
     # A namespace where no operator leads: unhealthy, exit 1, the reason in the output.
     other = Kaos(k8s_cluster, "default")
