@@ -128,33 +128,45 @@ async def stream_chat(
                     yield piece
 
 
-async def chat_loop(
+async def answer_turn(
+    url: str, name: str, text: str, headers: dict[str, str], request_timeout: float
+) -> None:
+    """Stream one answer to stdout as its pieces arrive."""
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=request_timeout)
+    sys.stdout.write(f"{name}> ")
+    sys.stdout.flush()
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+            async for piece in stream_chat(http, url, name, text, headers):
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise CliError(f"agent at {url} failed: {type(exc).__name__}: {exc}") from exc
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def chat_loop(
     url: str, name: str, session: str, headers: dict[str, str], request_timeout: float
 ) -> None:
+    """Read a line, stream the answer, repeat. Input is read on the main thread, so
+    Ctrl-C interrupts at once (exit 130) and Ctrl-D or /exit ends the session."""
     interactive = sys.stdin.isatty()
-    timeout = aiohttp.ClientTimeout(total=None, sock_read=request_timeout)
-    async with aiohttp.ClientSession(timeout=timeout) as http:
-        while True:
-            try:
-                line = await asyncio.to_thread(input, "you> " if interactive else "")
-            except EOFError:
-                print()
-                return
-            text = line.strip()
-            if not text:
-                continue
-            if text in ("/exit", "/quit"):
-                return
-            sys.stdout.write(f"{name}> ")
-            sys.stdout.flush()
-            try:
-                async for piece in stream_chat(http, url, name, text, headers):
-                    sys.stdout.write(piece)
-                    sys.stdout.flush()
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                raise CliError(f"agent at {url} failed: {type(exc).__name__}: {exc}") from exc
-            sys.stdout.write("\n")
-            sys.stdout.flush()
+    if interactive:
+        with contextlib.suppress(ImportError):
+            import readline  # noqa: F401  (line editing and history for input())
+    while True:
+        try:
+            line = input("you> " if interactive else "")
+        except EOFError:
+            print()
+            return
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/exit", "/quit"):
+            return
+        asyncio.run(answer_turn(url, name, text, headers, request_timeout))
 
 
 def _talk_options(fn: Any) -> Any:
@@ -240,7 +252,7 @@ def chat_cmd(
     chosen = session or f"cli-chat-{uuid.uuid4().hex[:12]}"
     with agent_url(cx.kube, name, url) as base:
         info(f"chatting with {name} at {base}, session {chosen} (/exit to end)")
-        asyncio.run(chat_loop(base, name, chosen, headers_for(chosen, principal, token), timeout))
+        chat_loop(base, name, chosen, headers_for(chosen, principal, token), timeout)
     return 0
 
 

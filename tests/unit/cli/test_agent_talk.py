@@ -4,11 +4,13 @@ executable. ``chat`` runs in a pseudo-terminal as a person would use it."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
 import select
 import subprocess
+import termios
 import time
 from typing import Any
 
@@ -31,6 +33,13 @@ def kaos_json(*argv: str) -> Any:
     return json.loads(proc.stdout)
 
 
+def _controlling_terminal() -> None:
+    """In the child: a new session whose controlling terminal is the pty (stdin), so the
+    terminal's Ctrl-C reaches it as SIGINT, as in a shell."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Terminal:
     """A process on a pseudo-terminal: type lines, read until the screen shows a text."""
 
@@ -43,6 +52,7 @@ class Terminal:
             stderr=slave,
             close_fds=True,
             env={**os.environ, "NO_COLOR": "1", "TERM": "dumb"},
+            preexec_fn=_controlling_terminal,
         )
         os.close(slave)
         self.screen = ""
@@ -155,3 +165,17 @@ def test_unreachable_agent_url_is_one_line(command: str) -> None:
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[-1].startswith("error: agent at http://127.0.0.1:9 failed")
     assert "Traceback" not in proc.stderr
+
+
+def test_chat_ctrl_c_at_the_prompt_ends_at_once(agent_factory: AgentFactory) -> None:
+    agent = agent_factory(name="assistant")
+    term = Terminal([KAOS, "agent", "chat", "assistant", "--url", agent.url])
+    try:
+        term.read_until("you> ")
+        os.write(term.master, b"\x03")
+        assert term.read_until("interrupted").endswith("interrupted\n")
+        assert term.close() == 130
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+            term.proc.wait()
