@@ -16,7 +16,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
@@ -28,7 +27,7 @@ from kaos_operator.events import EventRecorder
 from kaos_operator.index import ObjKey, RefIndex
 from kaos_operator.kube import OWNED_TYPES, KubeClient, Obj, ResourceType
 from kaos_operator.metrics import OperatorMetrics
-from kaos_operator.queue import Result, Workers, WorkQueue
+from kaos_operator.queue import Workers, WorkQueue
 from kaos_operator.reconcilers import Reconciler, build_reconcilers
 from kaos_operator.settings import OperatorSettings, ReconcileSettings
 from kaos_operator.watch import Informer
@@ -38,30 +37,24 @@ log = logging.getLogger(__name__)
 KINDS: tuple[type[CustomObject], ...] = (Agent, ModelAPI, MCPServer, MemoryStore)
 
 
-@dataclass(frozen=True)
-class Dependencies:
+def dependencies_of(kind: str, obj: Obj) -> frozenset[ObjKey]:
     """References a resource makes to others, for the index."""
-
-    @staticmethod
-    def of(kind: str, obj: Obj) -> frozenset[ObjKey]:
-        ns = obj["metadata"].get("namespace", "")
-        spec: dict[str, Any] = obj.get("spec") or {}
-        deps: set[ObjKey] = set()
-        if kind == "Agent":
-            if spec.get("modelAPI"):
-                deps.add(("ModelAPI", ns, spec["modelAPI"]))
-            deps.update(("MCPServer", ns, n) for n in spec.get("mcpServers") or [])
-            deps.update(
-                ("Agent", ns, n) for n in (spec.get("agentNetwork") or {}).get("access", [])
-            )
-            store = ((spec.get("config") or {}).get("memory") or {}).get("memoryStore")
-            if store:
-                deps.add(("MemoryStore", ns, store))
-        elif kind == "MemoryStore":
-            for role in ((spec.get("models") or {}) or {}).values():
-                if isinstance(role, dict) and role.get("modelAPI"):
-                    deps.add(("ModelAPI", ns, role["modelAPI"]))
-        return frozenset(deps)
+    ns = obj["metadata"].get("namespace", "")
+    spec: dict[str, Any] = obj.get("spec") or {}
+    deps: set[ObjKey] = set()
+    if kind == "Agent":
+        if spec.get("modelAPI"):
+            deps.add(("ModelAPI", ns, spec["modelAPI"]))
+        deps.update(("MCPServer", ns, n) for n in spec.get("mcpServers") or [])
+        deps.update(("Agent", ns, n) for n in (spec.get("agentNetwork") or {}).get("access", []))
+        store = ((spec.get("config") or {}).get("memory") or {}).get("memoryStore")
+        if store:
+            deps.add(("MemoryStore", ns, store))
+    elif kind == "MemoryStore":
+        for role in (spec.get("models") or {}).values():
+            if isinstance(role, dict) and role.get("modelAPI"):
+                deps.add(("ModelAPI", ns, role["modelAPI"]))
+    return frozenset(deps)
 
 
 class Controller:
@@ -104,7 +97,7 @@ class Controller:
             if event == "DELETED":
                 self.index.remove(key)
             else:
-                self.index.set(key, Dependencies.of(kind, obj))
+                self.index.set(key, dependencies_of(kind, obj))
             self.queue.add(key)
             for dependent in self.index.dependents(key):
                 self.queue.add(dependent)
@@ -168,7 +161,7 @@ class Controller:
 
     # -- running ---------------------------------------------------------------------
 
-    async def _handle(self, key: Hashable) -> Result:
+    async def _handle(self, key: Hashable) -> None:
         assert isinstance(key, tuple)
         kind, namespace, name = (str(part) for part in key)
         started = time.monotonic()
@@ -182,7 +175,6 @@ class Controller:
         finally:
             self.metrics.latency.labels(kind).observe(time.monotonic() - started)
         self.metrics.reconciles.labels(kind, outcome.value).inc()
-        return Result()
 
     def informers(self) -> list[Informer]:
         return [*self.resources.values(), *self.owned.values()]

@@ -142,7 +142,6 @@ class KubeClient:
     def __init__(self, api: k8s.ApiClient, metrics: ApiMetrics | None = None) -> None:
         self._api = api
         self._metrics = metrics
-        self.request_count = 0
 
     @classmethod
     async def connect(
@@ -169,7 +168,6 @@ class KubeClient:
         await self._api.close()
 
     def _count(self, verb: str, code: int) -> None:
-        self.request_count += 1
         if self._metrics is not None:
             self._metrics.requests.labels(verb, str(code)).inc()
 

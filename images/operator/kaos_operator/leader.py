@@ -43,8 +43,8 @@ class LeaseClient(Protocol):
     ) -> Obj: ...
 
 
-def micro_time(t: datetime | None = None) -> str:
-    return (t or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def micro_time() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:

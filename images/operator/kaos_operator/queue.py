@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass
 from typing import Protocol
 
 log = logging.getLogger(__name__)
@@ -30,13 +29,6 @@ class Timer(Protocol):
     def call_at(
         self, when: float, callback: Callable[[Hashable], None], key: Hashable, /
     ) -> TimerHandle: ...
-
-
-@dataclass(frozen=True)
-class Result:
-    """What a reconcile asks of the queue on success."""
-
-    requeue_after: float | None = None
 
 
 class WorkQueue:
@@ -123,7 +115,7 @@ class WorkQueue:
         self._timers.clear()
 
 
-Handler = Callable[[Hashable], Awaitable[Result]]
+Handler = Callable[[Hashable], Awaitable[None]]
 
 
 class Workers:
@@ -134,13 +126,10 @@ class Workers:
         queue: WorkQueue,
         handler: Handler,
         count: int,
-        *,
-        on_error: Callable[[Hashable, BaseException], None] | None = None,
     ) -> None:
         self._queue = queue
         self._handler = handler
         self._count = count
-        self._on_error = on_error
         self._tasks: list[asyncio.Task[None]] = []
         self._busy: set[asyncio.Task[None]] = set()
 
@@ -156,7 +145,7 @@ class Workers:
             key = await self._queue.get()
             self._busy.add(me)
             try:
-                result = await self._handler(key)
+                await self._handler(key)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001  (one bad object must not stop the loop)
@@ -165,12 +154,8 @@ class Workers:
                     "reconcile failed, retrying",
                     extra={"key": str(key), "retry_in": delay, "error": str(exc)},
                 )
-                if self._on_error is not None:
-                    self._on_error(key, exc)
             else:
                 self._queue.forget(key)
-                if result.requeue_after is not None:
-                    self._queue.add_after(key, result.requeue_after)
             finally:
                 self._busy.discard(me)
                 self._queue.done(key)

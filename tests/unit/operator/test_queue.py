@@ -1,11 +1,16 @@
-"""The work queue: dedup per key, one run per key at a time, keys in parallel, backoff."""
+"""The work queue: dedup per key, one run per key at a time, keys in parallel, backoff.
+
+Delays run on a manual clock (``ManualTimer``): the tests move time, never wait for it.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
-from kaos_operator.queue import Result, Workers, WorkQueue
+from kaos_operator.queue import Workers, WorkQueue
+
+from tests.unit.operator.fake_context import ManualTimer
 
 
 async def test_adds_of_a_queued_key_collapse() -> None:
@@ -38,12 +43,17 @@ async def test_backoff_doubles_and_caps_and_forget_resets() -> None:
 
 
 async def test_add_after_keeps_the_earliest() -> None:
-    q = WorkQueue()
+    timer = ManualTimer()
+    q = WorkQueue(timer=timer)
     q.add_after("k", 100)
-    q.add_after("k", 0.01)
+    q.add_after("k", 10)
     q.add_after("k", 50)
-    key = await asyncio.wait_for(q.get(), timeout=5)
-    assert key == "k"
+    assert timer.pending == 1
+    timer.advance(9)
+    assert q.depth == 0
+    timer.advance(1)
+    assert q.depth == 1 and timer.pending == 0
+    assert await q.get() == "k"
     q.close()
 
 
@@ -56,7 +66,7 @@ async def test_one_run_per_key_and_keys_in_parallel() -> None:
     second_a = asyncio.Event()
     runs: list[Hashable] = []
 
-    async def handler(key: Hashable) -> Result:
+    async def handler(key: Hashable) -> None:
         nonlocal overlap_same_key
         running[key] = running.get(key, 0) + 1
         overlap_same_key |= running[key] > 1
@@ -67,7 +77,6 @@ async def test_one_run_per_key_and_keys_in_parallel() -> None:
             both_running.set()
         await release.wait()
         running[key] -= 1
-        return Result()
 
     workers = Workers(q, handler, 4)
     workers.start()
@@ -83,26 +92,33 @@ async def test_one_run_per_key_and_keys_in_parallel() -> None:
 
 
 async def test_failures_are_retried_with_backoff() -> None:
-    q = WorkQueue(backoff_base=0.01, backoff_max=0.02)
+    timer = ManualTimer()
+    q = WorkQueue(backoff_base=1, backoff_max=2, timer=timer)
     attempts = 0
-    done = asyncio.Event()
+    attempted = asyncio.Event()
 
-    async def handler(key: Hashable) -> Result:
+    async def handler(key: Hashable) -> None:
         nonlocal attempts
         attempts += 1
+        attempted.set()
         if attempts < 3:
             raise RuntimeError("transient")
-        done.set()
-        return Result()
 
-    errors: list[BaseException] = []
-    workers = Workers(q, handler, 1, on_error=lambda k, e: errors.append(e))
+    async def attempt(trigger: Callable[[], None]) -> None:
+        attempted.clear()
+        trigger()
+        await asyncio.wait_for(attempted.wait(), timeout=5)
+
+    workers = Workers(q, handler, 1)
     workers.start()
-    q.add("k")
-    await asyncio.wait_for(done.wait(), timeout=5)
+    await attempt(lambda: q.add("k"))
+    assert attempts == 1 and timer.pending == 1
+    await attempt(lambda: timer.advance(1))
+    assert attempts == 2 and timer.pending == 1
+    await attempt(lambda: timer.advance(2))
     await workers.stop()
-    assert attempts == 3 and len(errors) == 2
-    assert q.backoff("k") == 0.01  # forgotten after the success
+    assert attempts == 3 and timer.pending == 0
+    assert q.backoff("k") == 1  # forgotten after the success
 
 
 async def test_stop_lets_a_running_reconcile_finish() -> None:
@@ -110,12 +126,11 @@ async def test_stop_lets_a_running_reconcile_finish() -> None:
     started = asyncio.Event()
     finished = False
 
-    async def handler(key: Hashable) -> Result:
+    async def handler(key: Hashable) -> None:
         nonlocal finished
         started.set()
         await asyncio.sleep(0.05)  # stands in for API calls of a reconcile
         finished = True
-        return Result()
 
     workers = Workers(q, handler, 2)
     workers.start()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kaos_core.crds import reasons
 from kaos_operator.kube import PermanentError, TemporaryError
-from kaos_operator.queue import Result, Workers, WorkQueue
+from kaos_operator.queue import Workers, WorkQueue
 from kaos_operator.reconcilers import Outcome, Reconciler, build_reconcilers
 
 from tests.unit.operator.fake_context import (
@@ -233,14 +233,13 @@ class Driven:
         self._rec = rec
         self.workers = Workers(self.queue, self._handle, 1)
 
-    async def _handle(self, key: Hashable) -> Result:
+    async def _handle(self, key: Hashable) -> None:
         assert isinstance(key, tuple)
         try:
             await self._rec.reconcile(*key)
         finally:
             self.attempts += 1
             self._attempted.set()
-        return Result()
 
     async def attempt(self, trigger: Callable[[], None]) -> None:
         """Run ``trigger`` and wait until a reconcile ran (the worker has requeued or

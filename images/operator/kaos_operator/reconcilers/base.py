@@ -50,7 +50,6 @@ class Outcome(enum.StrEnum):
 
 @dataclass(frozen=True)
 class DeploymentState:
-    exists: bool
     available: bool
     replicas: int
     ready_replicas: int
@@ -58,7 +57,7 @@ class DeploymentState:
 
 def deployment_state(dep: Obj | None) -> DeploymentState:
     if dep is None:
-        return DeploymentState(False, False, 0, 0)
+        return DeploymentState(False, 0, 0)
     status = dep.get("status") or {}
     generation = dep["metadata"].get("generation", 0)
     current = status.get("observedGeneration", 0) >= generation
@@ -67,7 +66,6 @@ def deployment_state(dep: Obj | None) -> DeploymentState:
         for c in status.get("conditions") or []
     )
     return DeploymentState(
-        True,
         available,
         int(dep.get("spec", {}).get("replicas", 0)),
         int(status.get("readyReplicas", 0) or 0),
@@ -149,7 +147,11 @@ class Reconciler(ABC, Generic[R]):
                 status.condition(reasons.READY, False, reasons.APPLY_FAILED, exc.message)
                 status.fields.update(phase=reasons.PHASE_FAILED, message=exc.message)
                 outcome = Outcome.PERMANENT
-            except Exception as exc:  # noqa: BLE001  (re-raised below, after the status)
+            except ApiError as exc:
+                retry = exc  # temporary: re-raised below, after the status
+            except Exception as exc:
+                # A bug, not the cluster: keep its traceback (the queue logs only its text).
+                log.error("reconcile failed", extra={"key": _key(raw)}, exc_info=True)
                 retry = exc
         new = (
             status.build()
