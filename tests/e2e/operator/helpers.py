@@ -37,7 +37,7 @@ async def eventually(
 ) -> T:
     """Poll ``probe`` until it returns something truthy; fail with its last answer."""
     deadline = asyncio.get_running_loop().time() + within
-    last: Any = None
+    last: T | None = None
     while True:
         last = await probe()
         if last:
@@ -77,7 +77,8 @@ def condition(obj: Obj | None, type_: str) -> dict[str, Any] | None:
 
 
 def phase(obj: Obj | None) -> str | None:
-    return (obj or {}).get("status", {}).get("phase")
+    value = (obj or {}).get("status", {}).get("phase")
+    return str(value) if value is not None else None
 
 
 async def wait_phase(
@@ -92,7 +93,7 @@ async def wait_phase(
 
 async def managed_objects(kube: KubeClient, ns: str) -> set[tuple[str, str]]:
     """(kind, name) of every object the operator manages in ``ns``."""
-    out = set()
+    out: set[tuple[str, str]] = set()
     for rt in OWNED_TYPES:
         doc = await kube.list(rt, ns, label_selector="app.kubernetes.io/managed-by=kaos-operator")
         out.update((rt.kind, item["metadata"]["name"]) for item in doc.get("items", []))

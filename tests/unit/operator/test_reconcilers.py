@@ -71,9 +71,7 @@ def setup(k: Kind, *, invalid: bool = False) -> tuple[FakeContext, Reconciler[An
     if k.needs_model_api:
         ready_model_api(ctx)
     ctx.add(raw(k.kind, k.name, k.invalid_spec if invalid else k.spec))
-    reconciler = build_reconcilers(ctx)[k.kind]
-    reconciler._clock = lambda: T0  # the transition times the assertions below expect
-    return ctx, reconciler
+    return ctx, build_reconcilers(ctx, clock=lambda: T0)[k.kind]
 
 
 def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:

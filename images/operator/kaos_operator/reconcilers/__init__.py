@@ -10,15 +10,18 @@ from kaos_operator.reconcilers.base import Outcome, Reconciler
 from kaos_operator.reconcilers.mcpserver import MCPServerReconciler
 from kaos_operator.reconcilers.memorystore import MemoryStoreReconciler
 from kaos_operator.reconcilers.modelapi import ModelAPIReconciler
+from kaos_operator.status import Clock, utc_now
 
 
-def build_reconcilers(ctx: ReconcileContext) -> dict[str, Reconciler[Any]]:
-    """A reconciler of every kind, keyed by kind."""
+def build_reconcilers(
+    ctx: ReconcileContext, *, clock: Clock = utc_now
+) -> dict[str, Reconciler[Any]]:
+    """A reconciler of every kind, keyed by kind; ``clock`` stamps condition transitions."""
     built: list[Reconciler[Any]] = [
-        AgentReconciler(ctx),
-        ModelAPIReconciler(ctx),
-        MCPServerReconciler(ctx),
-        MemoryStoreReconciler(ctx),
+        AgentReconciler(ctx, clock=clock),
+        ModelAPIReconciler(ctx, clock=clock),
+        MCPServerReconciler(ctx, clock=clock),
+        MemoryStoreReconciler(ctx, clock=clock),
     ]
     return {r.kind: r for r in built}
 
