@@ -84,9 +84,17 @@ def error_line(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+KAOS_KINDS = "agents.kaos.tools,modelapis.kaos.tools,mcpservers.kaos.tools,memorystores.kaos.tools"
+
+
 @pytest.fixture
-def kaos(k8s_cluster: Cluster, k8s_namespace: str, kaos_operator: ServiceProcess) -> Kaos:
-    return Kaos(k8s_cluster, k8s_namespace)
+def kaos(k8s_cluster: Cluster, k8s_namespace: str, kaos_operator: ServiceProcess) -> Iterator[Kaos]:
+    yield Kaos(k8s_cluster, k8s_namespace)
+    # Leave no KAOS object in the terminating namespace for a later test's operator that
+    # watches every namespace (it would try to record events there).
+    k8s_cluster.kubectl(
+        "delete", KAOS_KINDS, "--all", "-n", k8s_namespace, "--wait=true", check=False, timeout=120
+    )
 
 
 @pytest.fixture
