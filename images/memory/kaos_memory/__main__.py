@@ -24,7 +24,8 @@ def main() -> None:
         settings = load_memory_settings()
     except SettingsError as exc:
         exit_on_settings_error(exc)
-    configure_logging("kaos-memory", settings.log_level)
+    http = settings.http
+    configure_logging("kaos-memory", http.log_level)
     log.info(
         "starting",
         extra={
@@ -34,7 +35,7 @@ def main() -> None:
         },
     )
     try:
-        run_service(create_app(settings), settings.host, settings.port)
+        run_service(create_app(settings), http.host, http.port)
     except DataDirInUse as exc:
         log.error("cannot start", extra={"error": str(exc)})
         print(f"kaos-memory: {exc}", file=sys.stderr, flush=True)

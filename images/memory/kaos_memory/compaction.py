@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from kaos_core.tokens import turn_tokens
 
-from kaos_memory.storage.base import TurnRow
+from kaos_memory.settings import TierSettings
+from kaos_memory.storage.base import FoldPolicy, TurnRow
 
 DIGEST_SYSTEM_PROMPT = (
     "You write the KAOS session digest. Merge the previous digest and the new turns into "
@@ -22,6 +23,15 @@ DIGEST_SYSTEM_PROMPT = (
     "what was decided and what is still open. Write plain prose, no lists of turns, no "
     "preamble. Keep every fact that later turns may rely on."
 )
+
+
+def fold_policy(tiers: TierSettings) -> FoldPolicy:
+    """The fold decision a write hands to the store, from the tier settings."""
+    return FoldPolicy(
+        trigger_tokens=tiers.fold_trigger,
+        target_tokens=tiers.fold_target,
+        max_events=tiers.max_events,
+    )
 
 
 def count_tokens(text: str) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from kaos_memory.deps import MemoryDeps
 from kaos_memory.executor import BackgroundExecutor
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.service import MemoryService
@@ -11,6 +12,7 @@ from kaos_memory.settings import MemorySettings
 from kaos_memory.storage.base import ConversationStore, LongTermStore
 
 SETTINGS_KEY = web.AppKey("kaos_memory_settings", MemorySettings)
+DEPS_KEY = web.AppKey("kaos_memory_deps", MemoryDeps)
 METRICS_KEY = web.AppKey("kaos_memory_metrics", MemoryMetrics)
 CONVERSATION_KEY = web.AppKey("kaos_memory_conversation", ConversationStore)
 LONGTERM_KEY = web.AppKey("kaos_memory_longterm", LongTermStore)

@@ -1,11 +1,14 @@
 """The tier composition: write, recall, list and forget over the three tiers.
 
 Scope and attribution come from ``scope``; this module decides what each operation
-touches and how failures surface. Recall and list are always soft: a failing tier is left
-empty and the answer says ``degraded``. Write and forget are soft unless the request (or
-the store's default) says strict, in which case a failure is a 500 ``StrictFailure``.
-A strict write first checks that the long-term store answers and that background work can
-be queued, so a strict write that fails has written nothing.
+touches and how failures surface. A store failure is a ``StorageError`` (the stores wrap
+their drivers' errors): recall and list are always soft, a failing tier is left empty and
+the answer says ``degraded``. Write and forget are soft unless the request (or the store's
+default) says strict, in which case a failure is a 500 ``StrictFailure``. Anything else a
+store raises is a bug and becomes a plain 500 with the request id. A strict write first
+checks that the long-term store answers and that background work can be queued, so a
+strict write that fails has written nothing. Messages are fixed per failure; the cause
+goes to the log only.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from kaos_core.memory.contract import (
 )
 from kaos_core.memory.identity import Identity
 
-from kaos_memory.compaction import count_tokens, window
+from kaos_memory.compaction import count_tokens, fold_policy, window
 from kaos_memory.consolidation import Consolidator
 from kaos_memory.erasure import Eraser
 from kaos_memory.metrics import MemoryMetrics
@@ -50,19 +53,22 @@ from kaos_memory.scope import (
     derive_attribution,
     derive_scope,
 )
-from kaos_memory.settings import MemorySettings
+from kaos_memory.settings import PostureSettings, TierSettings
 from kaos_memory.storage.base import (
     ConversationStore,
     ErasureSelector,
-    FoldPolicy,
     LongTermStore,
     NewTurn,
     SessionBound,
 )
+from kaos_memory.storage.errors import StorageError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# A tier failed: a store error, or a long-term search past its deadline.
+TIER_FAILURES = (StorageError, TimeoutError)
 
 
 @dataclass(frozen=True)
@@ -83,36 +89,32 @@ def fact_block(facts: list[Fact]) -> str:
 class MemoryService:
     def __init__(
         self,
-        settings: MemorySettings,
         *,
+        group: str,
+        tiers: TierSettings,
+        posture: PostureSettings,
         conversation: ConversationStore,
         longterm: LongTermStore,
         consolidator: Consolidator,
         eraser: Eraser,
         metrics: MemoryMetrics,
     ) -> None:
-        self.settings = settings
+        self.group = group
+        self.tiers = tiers
+        self.posture_settings = posture
         self.conversation = conversation
         self.longterm = longterm
         self.consolidator = consolidator
         self.eraser = eraser
         self.metrics = metrics
         self.posture = Posture(
-            require_principal=settings.require_principal,
-            require_agent_identity=settings.require_agent_identity,
+            require_principal=posture.require_principal,
+            require_agent_identity=posture.require_agent_identity,
         )
-        self.policy = self.fold_policy(settings)
-
-    @staticmethod
-    def fold_policy(settings: MemorySettings) -> FoldPolicy:
-        return FoldPolicy(
-            trigger_tokens=settings.effective_fold_trigger,
-            target_tokens=settings.effective_fold_target,
-            max_events=settings.max_events,
-        )
+        self.policy = fold_policy(tiers)
 
     def _mode(self, requested: FailureMode | None) -> FailureMode:
-        return requested or self.settings.default_failure_mode
+        return requested or self.posture_settings.default_failure_mode
 
     async def _timed(self, tier: str, op: str, aw: Awaitable[T]) -> T:
         started = time.perf_counter()
@@ -131,15 +133,15 @@ class MemoryService:
             identity,
             level,  # type: ignore[arg-type]
             posture=self.posture,
-            ceiling=self.settings.max_read_scope,
-            group=self.settings.group,
+            ceiling=self.posture_settings.max_read_scope,
+            group=self.group,
             conversational=conversational,
         )
 
     # --- write ----------------------------------------------------------------------------
 
     async def write(self, identity: Identity, req: WriteRequest) -> tuple[WriteResponse, int]:
-        attribution = derive_attribution(identity, self.posture, self.settings.group)
+        attribution = derive_attribution(identity, self.posture, self.group)
         strict = self._mode(req.failure_mode) == "strict"
         if strict:
             await self._check_writable()
@@ -156,11 +158,11 @@ class MemoryService:
                 " conversation",
                 code="session_bound",
             ) from None
-        except Exception as exc:
+        except StorageError as exc:
             log.error("window append failed", exc_info=True)
             self.metrics.degraded.labels(reason="write_failed").inc()
             if strict:
-                raise StrictFailure(f"the window store failed: {type(exc).__name__}") from exc
+                raise StrictFailure("the conversation store failed") from exc
             return WriteResponse(accepted=0, scheduled=False, degraded=True), 200
         scheduled = degraded = False
         if appended.fold_id is not None:
@@ -173,11 +175,10 @@ class MemoryService:
 
     async def _check_writable(self) -> None:
         try:
-            await asyncio.wait_for(self.longterm.ping(), self.settings.recall_timeout)
-        except Exception as exc:
-            raise StrictFailure(
-                f"the long-term store does not answer: {type(exc).__name__}"
-            ) from exc
+            await asyncio.wait_for(self.longterm.ping(), self.tiers.recall_timeout)
+        except TIER_FAILURES as exc:
+            log.warning("long-term store check failed", exc_info=True)
+            raise StrictFailure("the long-term store does not answer") from exc
         if not self.consolidator.executor.has_room():
             raise StrictFailure("background work cannot be queued now (queue full)")
 
@@ -185,7 +186,7 @@ class MemoryService:
 
     async def recall(self, identity: Identity, req: RecallRequest) -> RecallResponse:
         scope = self._scope(identity, req.level, req.include)
-        top_k = req.top_k or self.settings.recall_top_k
+        top_k = req.top_k or self.tiers.recall_top_k
 
         async def long_term() -> tuple[LongTerm, bool]:
             if "long_term" not in req.include:
@@ -196,10 +197,10 @@ class MemoryService:
                     "search",
                     asyncio.wait_for(
                         self.longterm.search(scope, req.query, top_k),
-                        self.settings.recall_timeout,
+                        self.tiers.recall_timeout,
                     ),
                 )
-            except Exception:
+            except TIER_FAILURES:
                 log.warning("long-term recall failed", exc_info=True)
                 self.metrics.degraded.labels(reason="recall_long_term").inc()
                 return LongTerm(), True
@@ -232,7 +233,7 @@ class MemoryService:
                 facts, next_cursor = await self._timed(
                     "long_term", "list", self.longterm.list_facts(scope, req.limit, req.cursor)
                 )
-            except Exception:
+            except StorageError:
                 log.warning("long-term listing failed", exc_info=True)
                 self.metrics.degraded.labels(reason="list_long_term").inc()
                 return LongTerm(), None, True
@@ -258,7 +259,7 @@ class MemoryService:
             return await self._timed(
                 "short_term", "read", self._read_conversation(scope, key, wanted)
             )
-        except Exception:
+        except StorageError:
             log.warning("conversational read failed", exc_info=True)
             self.metrics.degraded.labels(reason="recall_conversation").inc()
             return Conversational(ShortTerm(), MediumTerm(), degraded=True)
@@ -272,8 +273,8 @@ class MemoryService:
         short = ShortTerm()
         medium = MediumTerm()
         if "short_term" in wanted:
-            rows = await self.conversation.window_rows(key, self.settings.max_events)
-            turns = window(rows, self.settings.token_budget, self.settings.max_events)
+            rows = await self.conversation.window_rows(key, self.tiers.max_events)
+            turns = window(rows, self.tiers.token_budget, self.tiers.max_events)
             short = ShortTerm(
                 window=[WindowTurn(role=t.role, content=t.content, at=t.at) for t in turns]
             )
@@ -292,7 +293,7 @@ class MemoryService:
         strict = self._mode(req.failure_mode) == "strict"
         try:
             selector = await self._erasure_selector(scope)
-        except Exception:
+        except StorageError:
             log.error("resolving the erased sessions failed", exc_info=True)
             self.metrics.degraded.labels(reason="forget_failed").inc()
             if strict:
@@ -324,7 +325,7 @@ class MemoryService:
 
     async def _erasure_selector(self, scope: Scope) -> ErasureSelector | None:
         """The sessions whose conversational tiers the erasure reaches (None: none)."""
-        group = self.settings.group
+        group = self.group
         if scope.level == "session":
             assert scope.session is not None
             key = conversation_key(group, scope.session)

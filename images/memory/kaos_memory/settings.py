@@ -3,7 +3,8 @@
 Every knob of the tiers, the posture, the background executor and the model bindings
 lives here and is validated before anything starts: contradictory values (a fold target
 above its trigger, external storage without a DSN) stop the process with one line naming
-the variables. ``images/memory/SETTINGS.md`` documents each one for operators.
+the variables. Every field has a concern (its ``group``) and a description; the tables in
+``images/memory/SETTINGS.md`` and the README are generated from them (``hack/gen-docs``).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from kaos_core.memory.contract import FailureMode
 from kaos_core.settings import EnvSettings, SettingsError
@@ -31,55 +33,343 @@ _MODE_COLLECTION_ENV = {
 }
 
 
+# The concerns, in the order the settings tables list them.
+GROUPS: dict[str, str] = {
+    "http": "Listening",
+    "storage": "Storage",
+    "models": "Models",
+    "tiers": "Tiers",
+    "posture": "Scope and posture",
+    "executor": "Background work and shutdown",
+    "consolidation": "Consolidation across replicas",
+}
+
+
+def setting(group: str, description: str, **kwargs: Any) -> Any:
+    """A field in one of ``GROUPS``, documented (the settings tables are generated)."""
+    assert group in GROUPS, group
+    extra: dict[str, Any] = {"group": group}
+    if "default_doc" in kwargs:
+        extra["default_doc"] = kwargs.pop("default_doc")
+    return Field(description=description, json_schema_extra=extra, **kwargs)
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    host: str
+    port: int
+    log_level: str
+    max_body_bytes: int
+
+
+@dataclass(frozen=True)
+class StorageSettings:
+    """Where the tiers live; ``group`` is the store group every key and fact carries."""
+
+    mode: Literal["local", "external"]
+    data_dir: Path
+    dsn: str | None
+    collection: str
+    pg_pool_size: int
+
+    @property
+    def group(self) -> str:
+        return self.collection
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "conversation.sqlite3"
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    base_url: str
+    api_key: str | None
+    summarization_model: str
+    embedding_model: str
+    embedding_dims: int
+    timeout: float
+    embed_timeout: float
+
+
+@dataclass(frozen=True)
+class TierSettings:
+    """The window, the fold it triggers, digest retention, and recall."""
+
+    token_budget: int
+    max_events: int
+    fold_trigger: int
+    fold_target: int
+    digest_retention: int
+    recall_top_k: int
+    recall_timeout: float
+    recall_threshold: float
+
+
+@dataclass(frozen=True)
+class PostureSettings:
+    max_read_scope: ReadCeiling
+    require_principal: bool
+    require_agent_identity: bool
+    default_failure_mode: FailureMode
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    workers: int
+    queue_size: int
+    retries: int
+    backoff: float
+    backoff_max: float
+    drain_timeout: float
+
+
+@dataclass(frozen=True)
+class ConsolidationSettings:
+    lease_ttl: float
+    sweep_interval: float
+    idle_flush_seconds: float
+    extraction_max_attempts: int
+
+
 class MemorySettings(EnvSettings):
-    """The memory service's settings; one field per ``KAOS_MEMORY_<FIELD>`` variable."""
+    """The memory service's settings; one field per ``KAOS_MEMORY_<FIELD>`` variable.
+
+    Components are handed one concern each: ``.http``, ``.backend`` (the ``storage``
+    group; ``storage`` itself is the mode's variable), ``.models``, ``.tiers``,
+    ``.posture``, ``.executor``, ``.consolidation``.
+    """
 
     env_prefix: ClassVar[str] = "KAOS_MEMORY_"
 
-    host: str = "0.0.0.0"
-    port: int = Field(default=8080, ge=1, le=65535)
-    log_level: str = "INFO"
+    host: str = setting("http", "listen address", default="0.0.0.0")
+    port: int = setting("http", "listen port", default=8080, ge=1, le=65535)
+    log_level: str = setting("http", "log level of the JSON logs on stderr", default="INFO")
+    max_body_bytes: int = setting(
+        "http", "request body limit (413 above it)", default=1024 * 1024, ge=1024
+    )
 
-    storage: Literal["local", "external"] = "local"
-    data_dir: Path = Path("/data/memory")
-    dsn: str | None = None
-    collection: str = DEFAULT_COLLECTION
+    storage: Literal["local", "external"] = setting(
+        "storage",
+        "`local`: SQLite + embedded Chroma in the data dir (one replica); `external`:"
+        " PostgreSQL + pgvector (stateless, several replicas)",
+        default="local",
+    )
+    data_dir: Path = setting(
+        "storage",
+        "local mode: the one volume with `conversation.sqlite3`, `chroma/`, `mem0/` (Mem0's"
+        " history DB) and the single-writer lock `kaos-memory.lock`. Both modes: Mem0's config"
+        " dir (`MEM0_DIR`) is `mem0/` here, so it must be writable (an `emptyDir` is enough in"
+        " external mode, which keeps no Mem0 history)",
+        default=Path("/data/memory"),
+    )
+    dsn: str | None = setting(
+        "storage",
+        "external mode (required there): PostgreSQL connection string; the conversational"
+        " tables (`kaos_mem_*`) and Mem0's pgvector table share this database. HNSW iterative"
+        " scans are switched on for it unless the DSN sets `options` itself",
+        default=None,
+    )
+    collection: str = setting(
+        "storage",
+        "vector collection (Chroma collection / pgvector table) and the store group recorded"
+        " on every fact and conversation key. Also accepted as `KAOS_MEMORY_LOCAL_COLLECTION`"
+        " (local mode) or `KAOS_MEMORY_EXTERNAL_COLLECTION` (external mode) when"
+        " `KAOS_MEMORY_COLLECTION` is unset. 3-63 letters, digits or `_`",
+        default=DEFAULT_COLLECTION,
+    )
+    mem0_threads: int = setting(
+        "storage",
+        "threads running Mem0's blocking calls (the event loop never runs them)",
+        default=4,
+        ge=1,
+        le=64,
+    )
+    pg_pool_size: int = setting(
+        "storage",
+        "external mode: connections (and threads) of the conversational store",
+        default=8,
+        ge=1,
+        le=256,
+    )
 
-    model_base_url: str = "http://127.0.0.1:8000/v1"
-    api_key: str | None = None
-    summarization_model: str = "summarizer"
-    embedding_model: str = "embedder"
-    embedding_dims: int = Field(default=1536, ge=1, le=16000)
-    model_timeout: float = Field(default=60.0, gt=0)
-    embed_timeout: float = Field(default=10.0, gt=0)
+    model_base_url: str = setting(
+        "models",
+        "OpenAI-compatible base URL (ending in `/v1`) for both model roles",
+        default="http://127.0.0.1:8000/v1",
+    )
+    api_key: str | None = setting(
+        "models", "bearer key for the model endpoint (optional)", default=None
+    )
+    summarization_model: str = setting(
+        "models", "model for Mem0 extraction and the session digest", default="summarizer"
+    )
+    embedding_model: str = setting("models", "model for the vector index", default="embedder")
+    embedding_dims: int = setting(
+        "models",
+        "embedding size (must match the model and, in external mode, an existing pgvector table)",
+        default=1536,
+        ge=1,
+        le=16000,
+    )
+    model_timeout: float = setting(
+        "models",
+        "seconds one summarisation/extraction call may take (background only)",
+        default=60.0,
+        gt=0,
+    )
+    embed_timeout: float = setting(
+        "models", "seconds one embedding call may take", default=10.0, gt=0
+    )
 
-    token_budget: int = Field(default=4096, ge=16)
-    max_events: int = Field(default=2000, ge=2)
-    fold_trigger: int | None = Field(default=None, ge=1)
-    fold_target: int | None = Field(default=None, ge=1)
-    digest_retention: int = Field(default=20, ge=1)
+    token_budget: int = setting(
+        "tiers",
+        "short-term window budget in tokens (approximation: `ceil(chars/4) + 4` per turn);"
+        " the window is the newest turns that fit, computed on read",
+        default=4096,
+        ge=16,
+    )
+    max_events: int = setting(
+        "tiers",
+        "hard cap on turns in the window; more unfolded turns than this also trigger a fold",
+        default=2000,
+        ge=2,
+    )
+    fold_trigger: int | None = setting(
+        "tiers",
+        "a write that leaves more unfolded tokens than this schedules a fold",
+        default=None,
+        ge=1,
+        default_doc="= budget",
+    )
+    fold_target: int | None = setting(
+        "tiers",
+        "a fold evicts the oldest turns until at most this many tokens stay unfolded. Must"
+        " hold: `0 < FOLD_TARGET < FOLD_TRIGGER <= TOKEN_BUDGET`",
+        default=None,
+        ge=1,
+        default_doc="budget / 2",
+    )
+    digest_retention: int = setting(
+        "tiers",
+        "digest versions kept per session; older versions are pruned",
+        default=20,
+        ge=1,
+    )
+    recall_top_k: int = setting(
+        "tiers",
+        "long-term facts per recall when the request gives no `top_k`",
+        default=10,
+        ge=1,
+        le=100,
+    )
+    recall_timeout: float = setting(
+        "tiers",
+        "seconds the long-term search of a recall may take before the answer is `degraded`;"
+        " also bounds the vector-store check of a strict write",
+        default=5.0,
+        gt=0,
+    )
+    recall_threshold: float = setting(
+        "tiers",
+        "minimum semantic score of a recalled fact (Mem0's default; cosine on pgvector,"
+        " `1/(1+d²)` on Chroma)",
+        default=0.1,
+        ge=0,
+        le=1,
+    )
 
-    max_read_scope: ReadCeiling = "agent"
-    require_principal: bool = False
-    require_agent_identity: bool = False
-    default_failure_mode: FailureMode = "soft"
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
-    recall_top_k: int = Field(default=10, ge=1, le=100)
-    recall_timeout: float = Field(default=5.0, gt=0)
-    recall_threshold: float = Field(default=0.1, ge=0, le=1)
+    max_read_scope: ReadCeiling = setting(
+        "posture",
+        "store ceiling for reads and forgets: `session` < `agent` < `user`; a level above it"
+        " is 403 (`store` is administrative and outside the order: only for calls without"
+        " `X-Agent-Identity`)",
+        default="agent",
+    )
+    require_principal: bool = setting(
+        "posture",
+        "a write without `X-Principal` is 403; an agent's read/forget at"
+        " `session`/`agent`/`user` level without `X-Principal` is 403 too (the two-key"
+        " partition cannot be kept without it); admin calls are exempt",
+        default=False,
+    )
+    require_agent_identity: bool = setting(
+        "posture", "a write without `X-Agent-Identity` is 403", default=False
+    )
+    default_failure_mode: FailureMode = setting(
+        "posture",
+        "failure mode of write and forget when the request gives none: `soft` answers 2xx"
+        " with `degraded: true`; `strict` answers 500 (a strict write also fails, writing"
+        " nothing, when the vector store does not answer or background work cannot be"
+        " queued). Recall and list are always soft",
+        default="soft",
+    )
 
-    executor_workers: int = Field(default=2, ge=1, le=64)
-    executor_queue_size: int = Field(default=256, ge=1)
-    executor_retries: int = Field(default=3, ge=0, le=20)
-    executor_backoff: float = Field(default=0.5, ge=0)
-    executor_backoff_max: float = Field(default=10.0, ge=0)
-    drain_timeout: float = Field(default=25.0, ge=0)
-    lease_ttl: float = Field(default=60.0, ge=1.0)
-    sweep_interval: float = Field(default=10.0, gt=0)
-    idle_flush_seconds: float = Field(default=900.0, ge=0)
-    extraction_max_attempts: int = Field(default=200, ge=1, le=100_000)
-    mem0_threads: int = Field(default=4, ge=1, le=64)
-    pg_pool_size: int = Field(default=8, ge=1, le=256)
+    executor_workers: int = setting(
+        "executor",
+        "concurrent background jobs (folds with their digest and extraction)",
+        default=2,
+        ge=1,
+        le=64,
+    )
+    executor_queue_size: int = setting(
+        "executor",
+        "queued jobs; when full a write still succeeds, answers `degraded: true`, and the"
+        " fold waits in the outbox for the next sweep",
+        default=256,
+        ge=1,
+    )
+    executor_retries: int = setting(
+        "executor",
+        "retries of a failed digest or extraction step",
+        default=3,
+        ge=0,
+        le=20,
+    )
+    executor_backoff: float = setting(
+        "executor", "first retry delay in seconds, doubled per retry", default=0.5, ge=0
+    )
+    executor_backoff_max: float = setting("executor", "cap of the retry delay", default=10.0, ge=0)
+    drain_timeout: float = setting(
+        "executor",
+        "seconds SIGTERM waits for queued and running background jobs before exit (keep"
+        " below the pod's termination grace period)",
+        default=25.0,
+        ge=0,
+    )
+
+    lease_ttl: float = setting(
+        "consolidation",
+        "seconds a replica's lease on a session's digest or extraction work lasts without"
+        " renewal (the holder renews it every third of that); a replica that dies leaves its"
+        " sessions to others after this",
+        default=60.0,
+        ge=1.0,
+    )
+    sweep_interval: float = setting(
+        "consolidation",
+        "seconds between one replica's sweeps of the outbox (fold work nobody holds: left by"
+        " a dead replica, or backing off after failures) and of idle sessions (±20% jitter)",
+        default=10.0,
+        gt=0,
+    )
+    idle_flush_seconds: float = setting(
+        "consolidation",
+        "a session nobody wrote to for this long has its remaining window folded into the"
+        " digest and extracted to long-term memory, so short conversations reach it too;"
+        " `0` turns the idle flush off",
+        default=900.0,
+        ge=0,
+    )
+    extraction_max_attempts: int = setting(
+        "consolidation",
+        "attempts at one evicted batch's extraction before it is recorded as `failed`"
+        " (between jobs a failing batch backs off, doubling from the sweep interval up to 15"
+        " minutes, so this is hours of continuous failure)",
+        default=200,
+        ge=1,
+        le=100_000,
+    )
 
     @model_validator(mode="after")
     def _check(self) -> MemorySettings:
@@ -114,6 +404,76 @@ class MemorySettings(EnvSettings):
     def group(self) -> str:
         """The store group: the collection name, stable within one store."""
         return self.collection
+
+    # --- one typed view per concern ---------------------------------------------------------
+
+    @property
+    def http(self) -> HttpSettings:
+        return HttpSettings(self.host, self.port, self.log_level, self.max_body_bytes)
+
+    @property
+    def backend(self) -> StorageSettings:
+        return StorageSettings(
+            mode=self.storage,
+            data_dir=self.data_dir,
+            dsn=self.dsn,
+            collection=self.collection,
+            pg_pool_size=self.pg_pool_size,
+        )
+
+    @property
+    def models(self) -> ModelSettings:
+        return ModelSettings(
+            base_url=self.model_base_url,
+            api_key=self.api_key,
+            summarization_model=self.summarization_model,
+            embedding_model=self.embedding_model,
+            embedding_dims=self.embedding_dims,
+            timeout=self.model_timeout,
+            embed_timeout=self.embed_timeout,
+        )
+
+    @property
+    def tiers(self) -> TierSettings:
+        return TierSettings(
+            token_budget=self.token_budget,
+            max_events=self.max_events,
+            fold_trigger=self.effective_fold_trigger,
+            fold_target=self.effective_fold_target,
+            digest_retention=self.digest_retention,
+            recall_top_k=self.recall_top_k,
+            recall_timeout=self.recall_timeout,
+            recall_threshold=self.recall_threshold,
+        )
+
+    @property
+    def posture(self) -> PostureSettings:
+        return PostureSettings(
+            max_read_scope=self.max_read_scope,
+            require_principal=self.require_principal,
+            require_agent_identity=self.require_agent_identity,
+            default_failure_mode=self.default_failure_mode,
+        )
+
+    @property
+    def executor(self) -> ExecutorSettings:
+        return ExecutorSettings(
+            workers=self.executor_workers,
+            queue_size=self.executor_queue_size,
+            retries=self.executor_retries,
+            backoff=self.executor_backoff,
+            backoff_max=self.executor_backoff_max,
+            drain_timeout=self.drain_timeout,
+        )
+
+    @property
+    def consolidation(self) -> ConsolidationSettings:
+        return ConsolidationSettings(
+            lease_ttl=self.lease_ttl,
+            sweep_interval=self.sweep_interval,
+            idle_flush_seconds=self.idle_flush_seconds,
+            extraction_max_attempts=self.extraction_max_attempts,
+        )
 
     @property
     def sqlite_path(self) -> Path:

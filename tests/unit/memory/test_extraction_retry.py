@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kaos_memory.app import conversation_store
+from kaos_memory.clock import FakeClock
 from kaos_memory.consolidation import ConsolidationPolicy, Consolidator
+from kaos_memory.deps import MemoryDeps, default_deps
 from kaos_memory.executor import BackgroundExecutor, RetryPolicy
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import Attribution
 from kaos_memory.settings import MemorySettings
-from kaos_memory.storage.base import ConversationStore, FoldPolicy, FoldTag, NewTurn, TurnRow
-from kaos_memory.storage.longterm import FOLD_KEY, Mem0LongTermStore
-from kaos_memory.summarizer import Summarizer
+from kaos_memory.storage.base import FoldPolicy, FoldTag, NewTurn, TurnRow
+from kaos_memory.storage.longterm import FOLD_KEY
 from prometheus_client import CollectorRegistry
 
 from tests.support.devmodel import DevModel
@@ -37,8 +37,8 @@ FOLD_ALL = FoldPolicy(trigger_tokens=1, target_tokens=0, max_events=10_000)
 @dataclass
 class Parts:
     settings: MemorySettings
-    conversation: ConversationStore
-    longterm: Mem0LongTermStore
+    deps: MemoryDeps
+    clock: FakeClock
     db: MemoryDb
 
 
@@ -63,24 +63,24 @@ async def parts(
         embedding_model="dev-embedder",
         embedding_dims=64,
     )
-    conversation = conversation_store(settings)  # the service's own choice of backend
-    longterm = Mem0LongTermStore(settings)
-    await conversation.start()
-    await longterm.start()
+    clock = FakeClock()
+    deps = default_deps(settings, clock)  # the service's own parts for these settings
     db = MemoryDb(
         backend=request.param, data_dir=settings.data_dir, dsn=dsn, collection="kaos_retry"
     )
     try:
-        yield Parts(settings, conversation, longterm, db)
+        await deps.conversation.start()
+        await deps.longterm.start()
+        yield Parts(settings, deps, clock, db)
     finally:
-        await longterm.close()
-        await conversation.close()
+        await deps.longterm.close()
+        await deps.conversation.close()
 
 
 async def test_a_retried_extraction_replaces_an_interrupted_attempts_facts(
     parts: Parts,
 ) -> None:
-    conversation, longterm = parts.conversation, parts.longterm
+    conversation, longterm = parts.deps.conversation, parts.deps.longterm
     turns = [
         NewTurn("user", "I grow tomatoes on my balcony", 10),
         NewTurn("assistant", "Lovely.", 3),
@@ -91,7 +91,7 @@ async def test_a_retried_extraction_replaces_an_interrupted_attempts_facts(
     assert fold is not None and len(fold.turns) == 3
 
     # The replica that died: lease, attempt 1, one fact stored, then nothing more.
-    assert await conversation.acquire_lease(WHO.key, "extract", "dead-replica", -1)
+    assert await conversation.acquire_lease(WHO.key, "extract", "dead-replica", 30)
     assert await conversation.begin_extraction(fold, "dead-replica") == 1
     stale = TurnRow(
         seq=0,
@@ -104,6 +104,7 @@ async def test_a_retried_extraction_replaces_an_interrupted_attempts_facts(
         infer=False,
     )
     [stale_id] = await longterm.add([stale], WHO, False, FoldTag(fold.id, 1))
+    parts.clock.advance(31)  # the dead replica's lease lapses
 
     registry = CollectorRegistry()
     metrics = MemoryMetrics.create(registry)
@@ -113,7 +114,7 @@ async def test_a_retried_extraction_replaces_an_interrupted_attempts_facts(
         retry=RetryPolicy(retries=0, backoff=0.01, backoff_max=0.01),
         metrics=metrics,
     )
-    summarizer = Summarizer(parts.settings.model_base_url, "dev-summarizer", None, 30)
+    summarizer = parts.deps.summarizer
     await summarizer.start()
     executor.start()
     consolidator = Consolidator(
@@ -126,6 +127,7 @@ async def test_a_retried_extraction_replaces_an_interrupted_attempts_facts(
         policy=ConsolidationPolicy(
             fold=FOLD_ALL, digest_retention=5, lease_ttl=30, max_attempts=5, sweep_interval=1
         ),
+        clock=parts.clock,
     )
     try:
         assert consolidator.schedule(WHO.key, WHO.session, cause="outbox")
