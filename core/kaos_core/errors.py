@@ -26,6 +26,12 @@ class BadRequest(KaosError):
     code = "bad_request"
 
 
+class MalformedBody(BadRequest):
+    """The body is not a document at all (not UTF-8, not JSON): JSON-RPC's parse error."""
+
+    code = "malformed_json"
+
+
 class Forbidden(KaosError):
     status = 403
     code = "forbidden"
@@ -39,6 +45,13 @@ class NotFound(KaosError):
 class MethodNotAllowed(KaosError):
     status = 405
     code = "method_not_allowed"
+
+
+class RequestTimeout(KaosError):
+    """The body did not arrive in time (a slow or stalled sender)."""
+
+    status = 408
+    code = "request_timeout"
 
 
 class PayloadTooLarge(KaosError):

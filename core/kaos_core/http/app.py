@@ -1,12 +1,15 @@
-"""The base application every service builds on.
+"""The base application every service builds on, and the one way to serve it.
 
 ``create_base_app`` gives an ``web.Application`` with the one middleware (request ids,
 JSON errors, request metrics), ``/healthz``, ``/readyz`` and ``/metrics``. Services add
 their routes and ``cleanup_ctx`` entries to it in their own ``create_app(settings)``.
+``run_service`` serves it with the connection limits (``kaos_core.http.limits``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 
 from aiohttp import web
@@ -14,13 +17,17 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from kaos_core.health import Readiness
 from kaos_core.http.keys import (
+    BODY_TIMEOUT_KEY,
     HTTP_METRICS_KEY,
+    LIMITS_KEY,
     MAX_BODY_KEY,
     READINESS_KEY,
     REGISTRY_KEY,
     SERVICE_NAME_KEY,
 )
+from kaos_core.http.limits import HttpLimits
 from kaos_core.http.middleware import add_request_id_header, error_middleware
+from kaos_core.http.server import GuardedRunner
 from kaos_core.metrics import HttpMetrics
 
 log = logging.getLogger(__name__)
@@ -31,8 +38,13 @@ def create_base_app(
     *,
     max_body_bytes: int = 1024 * 1024,
     registry: CollectorRegistry | None = None,
+    limits: HttpLimits | None = None,
 ) -> web.Application:
-    """An application with the shared middleware and the health and metrics routes."""
+    """An application with the shared middleware and the health and metrics routes.
+
+    ``limits`` default to the ``KAOS_HTTP_*`` variables.
+    """
+    limits = limits if limits is not None else HttpLimits.from_env()
     app = web.Application(middlewares=[error_middleware], client_max_size=max_body_bytes)
     reg = registry if registry is not None else CollectorRegistry()
     app[REGISTRY_KEY] = reg
@@ -40,6 +52,8 @@ def create_base_app(
     app[READINESS_KEY] = Readiness()
     app[SERVICE_NAME_KEY] = service
     app[MAX_BODY_KEY] = max_body_bytes
+    app[LIMITS_KEY] = limits
+    app[BODY_TIMEOUT_KEY] = limits.body_timeout
     # A signal, not the middleware, stamps the id so streamed (SSE) answers carry it too.
     app.on_response_prepare.append(add_request_id_header)
     app.router.add_get("/healthz", _healthz)
@@ -71,17 +85,58 @@ def run_service(
 ) -> None:
     """Serve until SIGTERM or SIGINT, then shut down gracefully.
 
-    aiohttp's runner turns both signals into a graceful exit: it stops accepting, lets
+    The runner turns both signals into a graceful exit: it stops accepting, lets
     in-flight requests finish for up to ``shutdown_timeout`` seconds, then runs the
     ``cleanup_ctx`` generators in reverse order (which drain executors and close pools).
+    Connections are bounded by the app's ``HttpLimits``: aiohttp's keep-alive timeout
+    (``idle_timeout``) closes connections that deliver no complete request head, the
+    ``GuardedServer`` caps how many are open, and bodies are never decompressed.
     """
-    log.info("listening", extra={"host": host, "port": port})
-    web.run_app(
-        app,
-        host=host,
-        port=port,
-        shutdown_timeout=shutdown_timeout,
-        print=None,
-        access_log=None,
-        handle_signals=True,
+    limits = app[LIMITS_KEY]
+    log.info(
+        "listening",
+        extra={"host": host, "port": port, "max_connections": limits.connection_cap()},
     )
+    loop = asyncio.new_event_loop()
+    main = loop.create_task(_serve(app, host, port, limits, shutdown_timeout))
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(main)
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
+    finally:
+        try:
+            if not main.done():
+                main.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    loop.run_until_complete(main)
+        finally:
+            rest = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in rest:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+async def _serve(
+    app: web.Application, host: str, port: int, limits: HttpLimits, shutdown_timeout: float
+) -> None:
+    runner = GuardedRunner(
+        app,
+        max_connections=limits.connection_cap(),
+        handle_signals=True,
+        shutdown_timeout=shutdown_timeout,
+        access_log=None,
+        keepalive_timeout=limits.idle_timeout,
+        auto_decompress=False,
+    )
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, backlog=1024)
+        await site.start()
+        # Serve until a signal: the runner's handlers raise GracefulExit out of the loop.
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()

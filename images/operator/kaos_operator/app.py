@@ -33,9 +33,13 @@ STATE_KEY = web.AppKey("kaos_operator_state", dict)
 class NotSynced(Exception):
     """The leader has not listed every resource yet."""
 
+    readiness_reason = "NotSynced"
+
 
 class LeaderElectionStalled(Exception):
     """The last attempt to acquire or renew the Lease failed (the log says why)."""
+
+    readiness_reason = "LeaderElectionStalled"
 
 
 def create_app(settings: OperatorSettings, *, client: KubeClient | None = None) -> web.Application:

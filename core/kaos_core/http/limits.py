@@ -1,0 +1,60 @@
+"""Connection limits every KAOS HTTP server applies, from ``KAOS_HTTP_*`` variables.
+
+The same variables hold for every service (memory, agent, operator, devmodel, MCP
+runtime), so an operator tunes them once. Defaults keep a well-behaved client unaware of
+them and bound what an idle, slow or flooding one can hold: a connection that does not
+deliver a complete request head within ``idle_timeout`` (fresh or between keep-alive
+requests) is closed; a body that does not arrive within ``body_timeout`` is a 408; at most
+``max_connections`` are open per process (by default derived from the open-file limit, so
+the accept loop never runs out of descriptors).
+"""
+
+from __future__ import annotations
+
+import resource
+
+from pydantic import Field
+
+from kaos_core.settings import EnvSettings
+
+# Descriptors kept for everything a service opens besides client connections (stores,
+# pools, log files, the listening socket, worker threads' files).
+FD_RESERVE = 128
+DEFAULT_MAX_CONNECTIONS = 4096
+MIN_CONNECTIONS = 16
+
+
+class HttpLimits(EnvSettings):
+    """Timeouts and the connection cap of one HTTP server process."""
+
+    env_prefix = "KAOS_HTTP_"
+
+    idle_timeout: float = Field(
+        default=15.0,
+        gt=0,
+        le=3600,
+        description="Seconds a connection may stay without a complete request head "
+        "(a fresh connection, a half-sent request, an idle keep-alive connection).",
+    )
+    body_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="Seconds a request body may take to arrive in full; then 408.",
+    )
+    max_connections: int = Field(
+        default=0,
+        ge=0,
+        description="Open connections per process; beyond it an idle connection is "
+        "closed to make room, or the new one answered 503 when none is idle. "
+        "0: the open-file limit less a reserve, at most "
+        f"{DEFAULT_MAX_CONNECTIONS}.",
+    )
+
+    def connection_cap(self) -> int:
+        if self.max_connections > 0:
+            return self.max_connections
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY:
+            return DEFAULT_MAX_CONNECTIONS
+        return max(MIN_CONNECTIONS, min(DEFAULT_MAX_CONNECTIONS, soft - FD_RESERVE))
