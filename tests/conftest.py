@@ -9,4 +9,5 @@ pytest_plugins: list[str] = [
     "tests.fixtures.helm",
     "tests.fixtures.agent",
     "tests.fixtures.operator",
+    "tests.fixtures.leaks",
 ]

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
+from kaos_core.http.failures import describe_failure
 from kaos_core.http.middleware import REQUEST_ID_HEADER
 from kaos_core.memory.contract import (
     ALL_TIERS,
@@ -141,9 +142,10 @@ class MemoryServiceClient:
                     )
                 return response_model.model_validate(payload)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            log.warning("memory call failed", extra={"path": path}, exc_info=True)
             if isinstance(exc, ValidationError):
-                raise MemoryUnavailable(f"unexpected answer from {path}: {exc}") from exc
-            raise MemoryUnavailable(f"{path}: {type(exc).__name__}: {exc}") from exc
+                raise MemoryUnavailable(f"{path}: unexpected answer") from exc
+            raise MemoryUnavailable(f"{path}: {describe_failure(exc)}") from exc
 
     async def write(
         self,

@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
 from kaos_core.endpoints import Endpoint
+from kaos_core.http.failures import describe_failure
 from kaos_core.http.middleware import REQUEST_ID_HEADER
 from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
 from pydantic_ai import RunContext
@@ -118,10 +119,9 @@ class PeerClient:
                 if resp.status in (404, 405, 501):
                     raise NoA2A(f"HTTP {resp.status}")
                 text = await resp.text()
-        except aiohttp.ClientError as exc:
-            raise PeerUnavailable(f"{type(exc).__name__}: {exc}") from exc
-        except TimeoutError as exc:
-            raise PeerUnavailable("timed out") from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("delegation over A2A failed", extra={"peer": peer.name}, exc_info=True)
+            raise PeerUnavailable(describe_failure(exc)) from exc
         try:
             doc = json.loads(text)
         except json.JSONDecodeError:
@@ -150,10 +150,9 @@ class PeerClient:
                 if resp.status >= 400:
                     raise PeerUnavailable(f"chat completions answered HTTP {resp.status}")
                 doc = await resp.json(content_type=None)
-        except aiohttp.ClientError as exc:
-            raise PeerUnavailable(f"{type(exc).__name__}: {exc}") from exc
-        except (TimeoutError, ValueError) as exc:
-            raise PeerUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            log.warning("delegation over chat failed", extra={"peer": peer.name}, exc_info=True)
+            raise PeerUnavailable(describe_failure(exc)) from exc
         try:
             content = doc["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):

@@ -14,6 +14,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 from kaos_core.endpoints import Endpoint
+from kaos_core.http.failures import describe_failure
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import (
     ApprovalRequired,
@@ -110,10 +111,27 @@ class GuardedToolset(WrapperToolset[RunDeps]):
             raise
         except Exception as exc:  # the model sees the failure and adapts
             log.warning("tool call failed", extra={"tool": name}, exc_info=True)
-            raise ToolFailed(f"tool {name} failed: {type(exc).__name__}: {exc}") from exc
+            raise ToolFailed(tool_failure(name, exc)) from exc
         finally:
             if self.metrics is not None:
                 self.metrics.tool_calls.labels(name, outcome).inc()
+
+
+# Exceptions of the transports a tool call goes through: their text names addresses and
+# library internals, not anything the model can act on.
+_TRANSPORT_MODULES = ("httpx", "httpcore", "aiohttp", "anyio", "mcp")
+
+
+def tool_failure(name: str, exc: Exception) -> str:
+    """What the model is told of a failed tool call: the tool's own message (it helps the
+    model adapt), or fixed words for a transport failure; never the exception's class."""
+    transport = isinstance(exc, OSError | TimeoutError) or type(exc).__module__.startswith(
+        _TRANSPORT_MODULES
+    )
+    if transport:
+        return f"tool {name} {describe_failure(exc)}"
+    text = str(exc).strip()
+    return f"tool {name} failed: {text}" if text else f"tool {name} failed"
 
 
 def mcp_url(endpoint: Endpoint) -> str:
