@@ -41,7 +41,7 @@ from kaos_core.http import REGISTRY_KEY, create_base_app
 from kaos_core.http.body import parse_model, read_json_object, read_model
 
 SERVICE = "kaos-devmodel"
-RECENT_REQUESTS = 100
+RECENT_REQUESTS = 1000
 # Embedding requests are many per memory operation: a longer log of their inputs.
 RECENT_EMBEDDINGS = 1000
 # Every counter ``GET /control/stats`` reports, zero until it happens.
