@@ -4,6 +4,15 @@ The same parser runs in the service (authoritative) and in clients (to fail befo
 sending). A header that is malformed, empty, oversized, carries control characters or
 is the ``*`` wildcard is rejected: a wildcard or filter operator reaching Mem0 through
 an identity would widen the query beyond the caller's tenant.
+
+Header bytes arrive decoded as UTF-8 with ``surrogateescape`` (aiohttp), so a byte that
+is not UTF-8 shows up as a lone surrogate (U+DC80..U+DCFF) that fails only later, when a
+store or an outgoing request encodes it. Such a value is refused here, as is any other
+character that is not printable (controls, format and separator characters such as
+zero-width or non-breaking spaces, which make two principals look alike). Printable
+non-ASCII text is accepted: principals are user names (``josé``), and every KAOS client
+and server sends and reads headers as UTF-8. Every identity header, and the delegation
+depth (``kaos_agent.context``), must appear at most once.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ AGENT_IDENTITY_RE = re.compile(
     r"/(?P<name>[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)$"
 )
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -53,8 +63,19 @@ def agent_identity(namespace: str, name: str) -> str:
     return value
 
 
+def _require_utf8(header: str, value: str) -> None:
+    # A lone surrogate is what a non-UTF-8 byte decodes to (see the module docstring).
+    if _SURROGATE_RE.search(value):
+        raise BadRequest(
+            f"{header} must be valid UTF-8 text; the header carries bytes that are not UTF-8",
+            code="bad_identity_header",
+        )
+
+
 def validate_agent_identity(value: str) -> str:
-    if len(value) > MAX_IDENTITY_LENGTH + 32 or not AGENT_IDENTITY_RE.match(value):
+    _require_utf8(AGENT_IDENTITY_HEADER, value)
+    # fullmatch, not match: ``$`` would let a trailing newline through.
+    if len(value) > MAX_IDENTITY_LENGTH + 32 or not AGENT_IDENTITY_RE.fullmatch(value):
         raise BadRequest(
             f"{AGENT_IDENTITY_HEADER} must be kaos://agent/<namespace>/<name>",
             code="bad_identity_header",
@@ -63,7 +84,9 @@ def validate_agent_identity(value: str) -> str:
 
 
 def validate_subject(header: str, value: str) -> str:
-    """Check a principal or session id (free-form, but never empty, huge or a wildcard)."""
+    """Check a principal or session id: free-form printable text (non-ASCII included), but
+    never empty, huge, undecodable or a wildcard."""
+    _require_utf8(header, value)
     problem = None
     if value == "" or value.strip() == "":
         problem = "is empty"
@@ -71,6 +94,11 @@ def validate_subject(header: str, value: str) -> str:
         problem = f"is longer than {MAX_IDENTITY_LENGTH} characters"
     elif _CONTROL_RE.search(value):
         problem = "contains control characters"
+    elif not value.isprintable():
+        problem = (
+            "contains a character that is not printable (a format or separator "
+            "character such as a zero-width or non-breaking space)"
+        )
     elif value.strip() == "*":
         problem = "is the wildcard '*'"
     if problem is not None:

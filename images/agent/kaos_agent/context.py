@@ -4,7 +4,8 @@ Identity (principal, session), the delegation depth and the request id come from
 headers or the autonomous scheduler, never from model output: tools read them from here
 and have no parameters through which a model could choose them. ``run_context`` is the
 one parser, used by chat completions, A2A and the autonomous loop, so every entry point
-accepts and refuses the same values.
+accepts and refuses the same values: each identity header and the delegation depth at
+most once, identity as printable UTF-8 text (``kaos_core.memory.identity``).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def parse_depth(raw: object) -> int:
         depth = raw
     elif isinstance(raw, float) and raw.is_integer():
         depth = int(raw)  # JSON numbers in protobuf metadata arrive as doubles
-    elif isinstance(raw, str) and _INT_RE.match(raw):
+    elif isinstance(raw, str) and _INT_RE.fullmatch(raw):  # not match: "5\n" is no integer
         depth = int(raw)
     if depth is None:
         raise BadDelegationDepth(f"{DELEGATION_DEPTH_HEADER} must be an integer")

@@ -6,6 +6,14 @@ the protocol. ``SendMessage`` runs the agent and answers the finished task, unle
 caller asked ``returnImmediately``: then the run continues in the background and the
 task can be polled with ``GetTask`` or stopped with ``CancelTask``. Errors are JSON-RPC
 error objects with HTTP 200, the codes of the A2A specification.
+
+The body goes through the shared edge decoding step (``kaos_core.http.body``) before any
+method sees it, so a body the memory service or the chat endpoint would refuse (a
+``Content-Encoding``, invalid UTF-8, nesting deeper than 32, a number literal longer than
+40 characters, a control character or lone surrogate in any string, a duplicate key) is
+refused here too, as a JSON-RPC error (``edge_error_code``), and never starts a run.
+Client errors raised later (an unusable identity header, a bad delegation depth) stay
+client errors: only a server-side ``KaosError`` (5xx) answers ``INTERNAL_ERROR``.
 """
 
 from __future__ import annotations
@@ -26,6 +34,14 @@ from google.protobuf.json_format import (  # type: ignore[import-untyped]
     ParseError,
 )
 from kaos_core.errors import KaosError
+from kaos_core.http.body import decode_json, read_body
+from kaos_core.http.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    edge_error_code,
+)
 from kaos_core.http.middleware import request_id
 
 from kaos_agent.a2a.tasks import TaskRecord, TaskStore
@@ -35,11 +51,6 @@ from kaos_agent.runner import AgentRuntime
 
 log = logging.getLogger(__name__)
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
 TASK_NOT_FOUND = -32001
 TASK_NOT_CANCELABLE = -32002
 UNSUPPORTED_OPERATION = -32004
@@ -115,6 +126,11 @@ def _context(request: web.Request, message: pb.Message | None = None) -> RunDeps
         raise RpcError(INVALID_PARAMS, exc.message) from None
 
 
+def _kaos_error_code(exc: KaosError) -> int:
+    """A client error (4xx) stays the caller's error; only a 5xx is an internal error."""
+    return INTERNAL_ERROR if exc.status >= 500 else edge_error_code(exc)
+
+
 Handler = Callable[[web.Request, object, bool], Awaitable[object]]
 
 
@@ -146,13 +162,10 @@ class A2AServer:
 
     async def handle(self, request: web.Request) -> web.Response:
         try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return _rpc_error(None, INVALID_REQUEST, "payload too large")
-        try:
-            body = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return _rpc_error(None, PARSE_ERROR, "parse error: the body is not UTF-8 JSON")
+            body = decode_json(await read_body(request))
+        except KaosError as exc:
+            # Refused at the edge: the message names what is wrong, the id is unknown.
+            return _rpc_error(None, edge_error_code(exc), exc.message)
         if isinstance(body, list):
             return _rpc_error(None, INVALID_REQUEST, "batch requests are not supported")
         if not isinstance(body, dict):
@@ -165,7 +178,10 @@ class A2AServer:
             return _rpc_error(req_id, INVALID_REQUEST, "not a JSON-RPC 2.0 request")
         version = request.headers.get("A2A-Version", "")
         if version and version.split(".")[0] not in ("0", "1"):
-            return _rpc_error(req_id, VERSION_NOT_SUPPORTED, f"A2A version {version} unsupported")
+            # Echoed with repr and cut short: the header is the caller's, not ours to trust.
+            return _rpc_error(
+                req_id, VERSION_NOT_SUPPORTED, f"A2A version {version[:16]!r} is not supported"
+            )
         if method in self._unsupported:
             return _rpc_error(req_id, UNSUPPORTED_OPERATION, f"{method} is not supported")
         entry = self._methods.get(method)
@@ -177,7 +193,7 @@ class A2AServer:
         except RpcError as exc:
             return _rpc_error(req_id, exc.code, exc.message)
         except KaosError as exc:
-            return _rpc_error(req_id, INTERNAL_ERROR, exc.message)
+            return _rpc_error(req_id, _kaos_error_code(exc), exc.message)
         return _rpc_result(req_id, result)
 
     def _task_result(self, record: TaskRecord, legacy: bool, history_length: int = 0) -> object:

@@ -5,15 +5,22 @@ request); ``/healthz`` and ``/readyz`` answer 200 once the tools are loaded; ``/
 counts tool calls by tool and outcome. The SDK's Host-header check (DNS-rebinding
 protection) is configured from ``MCP_ALLOWED_HOSTS``: ``*`` turns it off, which in-cluster
 service names need; a list keeps it on for exactly those hosts.
+
+Every ``/mcp`` request passes ``BodyGuard`` (``kaos_agent.mcp_runtime.guard``) first: the
+body is read within ``MCP_MAX_BODY_BYTES`` and ``KAOS_HTTP_BODY_TIMEOUT`` and decoded by
+the same edge step as the other KAOS services, so hostile JSON is a JSON-RPC error, never
+a 500 and never a tool call.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from kaos_core.http.limits import HttpLimits
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -23,15 +30,25 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from kaos_agent.mcp_runtime.guard import BodyGuard
 from kaos_agent.mcp_runtime.settings import McpSettings
+
+log = logging.getLogger(__name__)
+
+MCP_PATH = "/mcp"
+# Any replica can answer any request: no sessions, so no server-to-client stream either.
+STATELESS = True
 
 
 def _failure(name: str, exc: Exception) -> ToolError:
     # The SDK hides the text of unexpected exceptions; a configured tool's own error
-    # message is what the calling model needs to adapt, so it is passed on.
+    # message is what the calling model needs to adapt, so it is passed on (without the
+    # exception's class: the caller cannot act on it, and it names the runtime's insides).
     if isinstance(exc, ToolError):
         return exc
-    return ToolError(f"{name} failed: {type(exc).__name__}: {exc}")
+    log.warning("tool failed", extra={"tool": name}, exc_info=exc)
+    text = str(exc).strip()
+    return ToolError(f"{name} failed: {text}" if text else f"{name} failed")
 
 
 def _counted(fn: Callable[..., Any], calls: Counter) -> Callable[..., Any]:
@@ -79,7 +96,14 @@ def transport_security(settings: McpSettings) -> TransportSecuritySettings:
     )
 
 
-def create_mcp_app(settings: McpSettings, tools: dict[str, Callable[..., Any]]) -> Starlette:
+def create_mcp_app(
+    settings: McpSettings,
+    tools: dict[str, Callable[..., Any]],
+    *,
+    limits: HttpLimits | None = None,
+) -> Starlette:
+    """The app ``kaos-mcp`` serves; ``limits`` default to the ``KAOS_HTTP_*`` variables."""
+    limits = limits if limits is not None else HttpLimits.from_env()
     registry = CollectorRegistry()
     calls = Counter(
         "tool_calls",
@@ -102,10 +126,19 @@ def create_mcp_app(settings: McpSettings, tools: dict[str, Callable[..., Any]]) 
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     app = server.streamable_http_app(
-        streamable_http_path="/mcp",
-        stateless_http=True,
+        streamable_http_path=MCP_PATH,
+        stateless_http=STATELESS,
         transport_security=transport_security(settings),
         host=settings.host,
+        # The guard enforces the limit first; the SDK's own check is set to the same.
+        max_request_body_size=settings.max_body_bytes,
+    )
+    app.add_middleware(
+        BodyGuard,
+        path=MCP_PATH,
+        max_body_bytes=settings.max_body_bytes,
+        body_timeout=limits.body_timeout,
+        stateless=STATELESS,
     )
     app.router.routes.extend(
         [

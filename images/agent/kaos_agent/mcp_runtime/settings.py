@@ -10,6 +10,11 @@ from pydantic import Field
 
 MCP_GROUPS: dict[str, str] = {"server": "Listening", "tools": "Tools"}
 
+# Read only by this runtime (the operator does not set it), so it is named here rather
+# than in ``kaos_core.agent_env``.
+MCP_MAX_BODY_BYTES = "MCP_MAX_BODY_BYTES"
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
 
 def _setting(name: str, group: str, description: str, **kwargs: Any) -> Any:
     assert group in MCP_GROUPS, group
@@ -27,6 +32,15 @@ class McpSettings(EnvSettings):
         default="*",
     )
     name: str = _setting(env.MCP_SERVER_NAME, "server", "MCP server name", default="kaos-mcp")
+    max_body_bytes: int = _setting(
+        MCP_MAX_BODY_BYTES,
+        "server",
+        "largest request body accepted on `/mcp`, in bytes; a larger one is answered 413 "
+        "(a JSON-RPC error) before it is parsed",
+        default=DEFAULT_MAX_BODY_BYTES,
+        ge=1024,
+        le=64 * 1024 * 1024,
+    )
     runtime: Literal["python-string"] = _setting(
         env.MCP_RUNTIME, "tools", "the only runtime", default="python-string"
     )
