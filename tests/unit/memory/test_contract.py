@@ -15,6 +15,7 @@ from tests.unit.memory.helpers import (
     list_all,
     seed_facts,
     uid,
+    wait_sync,
 )
 
 
@@ -301,6 +302,13 @@ async def test_store_level_forget_reaches_unprincipaled_facts(
     await seed_facts(server.url, ident, ["orphan1", "orphan2"])
     await eventually(
         lambda: list_all(server.url, {}, "store"), lambda f: len(f) == 2, what="store facts"
+    )
+    # Facts are listable a moment before their fold is recorded as extracted; a forget in
+    # that moment is still complete (the fenced extraction deletes its own facts), but it
+    # counts only what it deleted itself. Counting is what this test checks, so it waits.
+    wait_sync(
+        lambda: all(f["extraction_status"] == "done" for f in server.db.folds()),
+        timeout=60,
     )
     status, doc, _ = await call(server.url, "/v1/forget", {"level": "store"})
     assert status == 200 and doc["forgotten"]["long_term"] == 2, doc
