@@ -77,15 +77,24 @@ class DevModelState:
         default_factory=lambda: deque(maxlen=RECENT_EMBEDDINGS)
     )
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    # Bumped by every reset. A request counts in the generation it arrived in: one that was
+    # delayed or held across a reset (a hung request the reset lets go) answers afterwards
+    # but is not counted against the next test.
+    generation: int = 0
 
     def reset(self) -> None:
         """Back to the state at start: script and faults from the settings, no history."""
+        self.generation += 1
         self.script.replace(self.initial_rules)
         self.faults.replace(self.settings.initial_faults(), reseed=True)
         self.stats.clear()
         self.recent.clear()
         self.recent_embeddings.clear()
         self.ids = itertools.count(1)
+
+    def tally(self, generation: int) -> Counter[str]:
+        """The counters a request that arrived in ``generation`` adds to (none after a reset)."""
+        return self.stats if generation == self.generation else Counter()
 
     def stats_body(self) -> dict[str, int]:
         return {name: self.stats[name] for name in STAT_NAMES}
@@ -135,15 +144,16 @@ async def _on_shutdown(app: web.Application) -> None:
 async def _apply_faults(
     request: web.Request, state: DevModelState, route: str, kind: str | None
 ) -> None:
+    generation = state.generation
     if state.faults.config.hang and state.faults.config.applies_to(route, kind):
         state.stats["hangs"] += 1
     try:
         status = await state.faults.hold(request, route, kind)
     except ClientGone:
-        state.stats["clients_gone"] += 1
+        state.tally(generation)["clients_gone"] += 1
         raise
     if status is not None:
-        state.stats["errors_injected"] += 1
+        state.tally(generation)["errors_injected"] += 1
         raise InjectedFault(status)
 
 
@@ -153,8 +163,9 @@ def _model_object(name: str) -> dict[str, Any]:
 
 async def _list_models(request: web.Request) -> web.Response:
     state = request.app[STATE_KEY]
+    generation = state.generation
     await _apply_faults(request, state, "models", None)
-    state.stats["models"] += 1
+    state.tally(generation)["models"] += 1
     data = [_model_object(name) for name in state.settings.model_names()]
     return web.json_response({"object": "list", "data": data})
 
@@ -167,6 +178,7 @@ async def _get_model(request: web.Request) -> web.Response:
 async def _chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE_KEY]
     received_at = time.time()
+    generation = state.generation
     req = await read_model(request, ChatRequest)
     await _apply_faults(request, state, "chat", recognise(req.messages))
     ans = answer(
@@ -175,7 +187,8 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
         state.script,
         digest_words=state.settings.digest_max_words,
     )
-    _count_answer(state, req, ans, received_at)
+    if generation == state.generation:
+        _count_answer(state, req, ans, received_at)
     completion = Completion(
         id=f"chatcmpl-devmodel-{next(state.ids)}",
         created=int(time.time()),
@@ -220,6 +233,7 @@ def _count_answer(state: DevModelState, req: ChatRequest, ans: Answer, received_
 async def _embeddings(request: web.Request) -> web.Response:
     state = request.app[STATE_KEY]
     received_at = time.time()
+    generation = state.generation
     req = await read_model(request, EmbeddingRequest)
     texts = req.texts()
     if not texts:
@@ -235,8 +249,9 @@ async def _embeddings(request: web.Request) -> web.Response:
         value: list[float] | str = encode_base64(vec) if req.encoding_format == "base64" else vec
         data.append({"object": "embedding", "index": index, "embedding": value})
     tokens = sum(word_count(t) for t in texts)
-    state.stats["embeddings"] += 1
-    state.stats["embedded_texts"] += len(texts)
+    tally = state.tally(generation)
+    tally["embeddings"] += 1
+    tally["embedded_texts"] += len(texts)
     return web.json_response(
         {
             "object": "list",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -174,3 +175,25 @@ def test_main_exits_2_on_bad_settings(
         main(["--port", "0"])
     assert info.value.code == 2
     assert "KAOS_DEVMODEL_ERROR_RATE" in capsys.readouterr().err
+
+
+async def test_a_request_held_across_a_reset_is_not_counted_after_it(serve: Serve) -> None:
+    """A hung request the reset lets go answers afterwards, but counts nowhere: the next
+    test's counters and request log start empty, whatever the last one left in flight."""
+    async with serve() as client:
+        hang = {"hang": True, "routes": ["chat"]}
+        assert (await client.post("/control/faults", json=hang)).status == 200
+        body = {"model": "m", "messages": [{"role": "user", "content": "held"}]}
+        held = asyncio.ensure_future(client.post("/v1/chat/completions", json=body))
+        async with asyncio.timeout(10):
+            # Each poll is a request to the same server, so the held one gets to run.
+            while (await (await client.get("/control/stats")).json())["hangs"] != 1:
+                pass
+        assert (await client.post("/control/reset", json={})).status == 200
+        released = await held
+        assert released.status == 200  # answered, after the reset
+        stats = await (await client.get("/control/stats")).json()
+        assert stats["chat"] == 0 and stats["echo"] == 0, stats
+        assert (await (await client.get("/control/requests")).json())["requests"] == []
+        assert (await chat(client, "fresh"))["choices"][0]["message"]["content"] == "Echo: fresh"
+        assert (await (await client.get("/control/stats")).json())["chat"] == 1
