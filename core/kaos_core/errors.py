@@ -13,6 +13,9 @@ class KaosError(Exception):
 
     status: int = 500
     code: str = "internal_error"
+    # The request's body may still be (partly) in flight, unread: the answer closes the
+    # connection instead of keeping it for another request.
+    closes_connection: bool = False
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
@@ -52,11 +55,13 @@ class RequestTimeout(KaosError):
 
     status = 408
     code = "request_timeout"
+    closes_connection = True
 
 
 class PayloadTooLarge(KaosError):
     status = 413
     code = "payload_too_large"
+    closes_connection = True
 
 
 class UnsupportedMediaType(KaosError):

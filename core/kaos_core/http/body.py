@@ -182,17 +182,20 @@ async def read_body(request: web.Request) -> bytes:
             "Content-Encoding given more than once", code="unsupported_encoding"
         )
     check_content_encoding(encodings[0] if encodings else None)
+    limit = request.app[MAX_BODY_KEY]
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        # Refused before a byte of it is read (and without waiting for it to arrive).
+        raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes")
     timeout = request.app.get(BODY_TIMEOUT_KEY, DEFAULT_BODY_TIMEOUT)
     try:
         async with asyncio.timeout(timeout):
             return await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise PayloadTooLarge(
-            f"request body exceeds the limit of {request.app[MAX_BODY_KEY]} bytes"
-        ) from None
+        raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes") from None
     except TimeoutError:
-        if request.transport is not None:
-            request.transport.close()  # a stalled sender is not served on
+        # Answered, and the connection closed after the answer: a stalled sender is not
+        # served on (RequestTimeout closes the connection).
         raise RequestTimeout(f"the request body did not arrive within {timeout:g} s") from None
     except HttpProcessingError:
         raise BadRequest("the request body could not be read", code="malformed_body") from None

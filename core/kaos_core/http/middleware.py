@@ -56,13 +56,18 @@ def _route_label(request: web.Request) -> str:
 
 def _error_response(request: web.Request, rid: str, exc: BaseException) -> web.Response:
     if isinstance(exc, KaosError):
-        return web.json_response(error_body(exc.code, exc.message, rid), status=exc.status)
+        response = web.json_response(error_body(exc.code, exc.message, rid), status=exc.status)
+        if exc.closes_connection:
+            response.force_close()
+        return response
     if isinstance(exc, web.HTTPException):
         code = _HTTP_CODES.get(exc.status, "http_error")
         message = "request body exceeds the size limit" if exc.status == 413 else exc.reason
         response = web.json_response(error_body(code, message, rid), status=exc.status)
         if "Allow" in exc.headers:
             response.headers["Allow"] = exc.headers["Allow"]
+        if exc.status == 413:
+            response.force_close()
         return response
     log.error("unhandled error", exc_info=exc)
     return web.json_response(error_body("internal_error", "internal error", rid), status=500)

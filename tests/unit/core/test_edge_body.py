@@ -1,0 +1,77 @@
+"""The edge step's refusals that close the connection still reach the client as answers.
+
+A body that does not arrive in time is answered 408, and a declared ``Content-Length``
+over the limit 413 before any of the body is read; both say ``Connection: close`` (the
+rest of the body may still be in flight) and come as the JSON error shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+from kaos_core.http import create_base_app
+from kaos_core.http.body import read_json_object
+from kaos_core.http.limits import HttpLimits
+
+BODY_TIMEOUT = 0.5
+
+
+async def _echo(request: web.Request) -> web.Response:
+    return web.json_response(await read_json_object(request))
+
+
+@pytest.fixture
+async def port() -> AsyncIterator[int]:
+    app = create_base_app("demo", max_body_bytes=1024, limits=HttpLimits(body_timeout=BODY_TIMEOUT))
+    app.router.add_post("/echo", _echo)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    await runner.cleanup()
+
+
+async def _answer(port: int, head: bytes, body: bytes) -> tuple[int, dict[str, str], object]:
+    """Send ``head`` and ``body`` and read one answer (by its Content-Length)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(head + body)
+        await writer.drain()
+        async with asyncio.timeout(10):
+            status_line = await reader.readline()
+            headers: dict[str, str] = {}
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode("latin-1").partition(":")
+                headers[name.strip().lower()] = value.strip()
+            payload = await reader.readexactly(int(headers["content-length"]))
+    finally:
+        writer.close()
+    return int(status_line.split()[1]), headers, json.loads(payload)
+
+
+def _head(length: int) -> bytes:
+    return (
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(length).encode() + b"\r\n\r\n"
+    )
+
+
+async def test_a_stalled_body_is_answered_408_and_the_connection_closed(port: int) -> None:
+    status, headers, doc = await _answer(port, _head(84), b'{"n": 1')  # 77 bytes short
+    assert status == 408
+    assert headers["connection"] == "close"
+    assert isinstance(doc, dict) and doc["error"]["code"] == "request_timeout"
+    assert f"within {BODY_TIMEOUT:g} s" in doc["error"]["message"]
+
+
+async def test_a_declared_length_over_the_limit_is_413_before_the_body(port: int) -> None:
+    # Nothing of the (10^12 byte) body is sent: the answer cannot wait for it.
+    status, headers, doc = await _answer(port, _head(10**12), b"")
+    assert status == 413
+    assert headers["connection"] == "close"
+    assert isinstance(doc, dict) and doc["error"]["code"] == "payload_too_large"
