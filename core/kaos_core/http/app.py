@@ -27,7 +27,7 @@ from kaos_core.http.keys import (
 )
 from kaos_core.http.limits import HttpLimits
 from kaos_core.http.middleware import add_request_id_header, error_middleware
-from kaos_core.http.server import GuardedRunner
+from kaos_core.http.server import GuardedRunner, aiohttp_guard, bind_listeners
 from kaos_core.metrics import HttpMetrics
 
 log = logging.getLogger(__name__)
@@ -88,9 +88,11 @@ def run_service(
     The runner turns both signals into a graceful exit: it stops accepting, lets
     in-flight requests finish for up to ``shutdown_timeout`` seconds, then runs the
     ``cleanup_ctx`` generators in reverse order (which drain executors and close pools).
-    Connections are bounded by the app's ``HttpLimits``: aiohttp's keep-alive timeout
-    (``idle_timeout``) closes connections that deliver no complete request head, the
-    ``GuardedServer`` caps how many are open, and bodies are never decompressed.
+    Connections are bounded by the app's ``HttpLimits`` (``kaos_core.http.server``):
+    aiohttp's keep-alive timeout (``idle_timeout``) closes connections that deliver no
+    complete request head, the ``GuardedServer`` caps how many are open, its
+    ``GuardedListener`` keeps ``accept()`` below the open-file limit, and bodies are never
+    decompressed.
     """
     limits = app[LIMITS_KEY]
     log.info(
@@ -120,22 +122,30 @@ def run_service(
             loop.close()
 
 
+# aiohttp's default: how long the unread rest of a body is drained after the answer, so the
+# client sees the answer rather than a reset. Bounded by the body timeout as well.
+_LINGERING_TIME = 10.0
+
+
 async def _serve(
     app: web.Application, host: str, port: int, limits: HttpLimits, shutdown_timeout: float
 ) -> None:
+    guard = aiohttp_guard(limits.connection_cap())
     runner = GuardedRunner(
         app,
-        max_connections=limits.connection_cap(),
+        guard=guard,
         handle_signals=True,
         shutdown_timeout=shutdown_timeout,
         access_log=None,
         keepalive_timeout=limits.idle_timeout,
+        lingering_time=min(_LINGERING_TIME, limits.body_timeout),
         auto_decompress=False,
     )
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, backlog=1024)
-        await site.start()
+        for sock in bind_listeners(host, port, guard):
+            site = web.SockSite(runner, sock, backlog=1024)
+            await site.start()
         # Serve until a signal: the runner's handlers raise GracefulExit out of the loop.
         await asyncio.Event().wait()
     finally:

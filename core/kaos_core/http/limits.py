@@ -7,6 +7,12 @@ deliver a complete request head within ``idle_timeout`` (fresh or between keep-a
 requests) is closed; a body that does not arrive within ``body_timeout`` is a 408; at most
 ``max_connections`` are open per process (by default derived from the open-file limit, so
 the accept loop never runs out of descriptors).
+
+The cap is always kept below the open-file limit: besides the open connections, a server
+holds connections it has accepted but not yet handed to the protocol and connections it
+is closing (``ACCEPT_HEADROOM`` of them at most, see ``kaos_core.http.server``), and the
+service's own files (``FD_RESERVE``). A ``KAOS_HTTP_MAX_CONNECTIONS`` above what the limit
+allows is lowered to it, since the alternative is ``accept()`` failing with EMFILE.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from kaos_core.settings import EnvSettings
 # Descriptors kept for everything a service opens besides client connections (stores,
 # pools, log files, the listening socket, worker threads' files).
 FD_RESERVE = 128
+# Connections a server may hold beyond the cap for a moment: accepted but not yet seen by
+# the protocol (asyncio accepts a whole batch per wake-up), or being closed to make room.
+ACCEPT_HEADROOM = 32
 DEFAULT_MAX_CONNECTIONS = 4096
 MIN_CONNECTIONS = 16
 
@@ -48,13 +57,20 @@ class HttpLimits(EnvSettings):
         description="Open connections per process; beyond it an idle connection is "
         "closed to make room, or the new one answered 503 when none is idle. "
         "0: the open-file limit less a reserve, at most "
-        f"{DEFAULT_MAX_CONNECTIONS}.",
+        f"{DEFAULT_MAX_CONNECTIONS}. Never more than the open-file limit allows.",
     )
 
     def connection_cap(self) -> int:
+        """Open connections allowed: the setting, or derived from the open-file limit."""
+        fd_room = _fd_room()
         if self.max_connections > 0:
-            return self.max_connections
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft == resource.RLIM_INFINITY:
-            return DEFAULT_MAX_CONNECTIONS
-        return max(MIN_CONNECTIONS, min(DEFAULT_MAX_CONNECTIONS, soft - FD_RESERVE))
+            return self.max_connections if fd_room is None else min(self.max_connections, fd_room)
+        return DEFAULT_MAX_CONNECTIONS if fd_room is None else min(DEFAULT_MAX_CONNECTIONS, fd_room)
+
+
+def _fd_room() -> int | None:
+    """Connections the soft open-file limit leaves room for (``None``: no limit)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return max(MIN_CONNECTIONS, soft - FD_RESERVE - ACCEPT_HEADROOM)

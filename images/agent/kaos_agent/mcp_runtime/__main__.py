@@ -8,11 +8,12 @@ import signal
 import sys
 from types import FrameType
 
-import uvicorn
+from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
 
 from kaos_agent.mcp_runtime.loader import ToolSourceError, load_tools
+from kaos_agent.mcp_runtime.serve import serve
 from kaos_agent.mcp_runtime.server import create_mcp_app
 from kaos_agent.mcp_runtime.settings import McpSettings
 
@@ -24,6 +25,7 @@ def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         settings = McpSettings.from_env()
+        limits = HttpLimits.from_env()
     except SettingsError as exc:
         exit_on_settings_error(exc)
     try:
@@ -31,20 +33,14 @@ def main() -> None:
     except ToolSourceError as exc:
         print(f"error: MCP_TOOLS_STRING: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    app = create_mcp_app(settings, tools)
+    app = create_mcp_app(settings, tools, limits=limits)
     # uvicorn turns SIGTERM into a graceful shutdown (stop accepting, finish requests),
     # then restores the previous handler and raises the signal again. With the default
     # handler that exit would read as a kill (-15); after a clean shutdown it is status 0,
     # as for the other KAOS services.
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=30,
-    )
+    # uvicorn with the timeouts and the connection cap of every KAOS server (serve.py).
+    serve(app, host=settings.host, port=settings.port, limits=limits, timeout_graceful_shutdown=30)
 
 
 def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
