@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from kaos_core.devmodel.app import SERVICE, create_app
 from kaos_core.devmodel.settings import DevModelSettings
 from kaos_core.http import run_service
+from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
 
@@ -30,6 +31,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     try:
+        # Read here (create_base_app reads them again) so a bad value exits 2 with one line.
+        HttpLimits.from_env()
         settings = DevModelSettings.from_env(
             host=args.host,
             port=args.port,

@@ -6,6 +6,7 @@ import logging
 import os
 
 from kaos_core.http import run_service
+from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
 
@@ -19,6 +20,8 @@ def main() -> None:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
+        # Read here (create_base_app reads them again) so a bad value exits 2 with one line.
+        HttpLimits.from_env()
         settings = AgentSettings.from_env()
     except SettingsError as exc:
         exit_on_settings_error(exc)

@@ -9,6 +9,7 @@ import threading
 import time
 
 from kaos_core.http import run_service
+from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
 
@@ -21,6 +22,8 @@ log = logging.getLogger("kaos_memory")
 
 def main() -> None:
     try:
+        # Read here (create_base_app reads them again) so a bad value exits 2 with one line.
+        HttpLimits.from_env()
         settings = load_memory_settings()
     except SettingsError as exc:
         exit_on_settings_error(exc)

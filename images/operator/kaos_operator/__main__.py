@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kaos_core.http import run_service
+from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
 
@@ -12,6 +13,8 @@ from kaos_operator.settings import OperatorSettings
 
 def main() -> None:
     try:
+        # Read here (create_base_app reads them again) so a bad value exits 2 with one line.
+        HttpLimits.from_env()
         settings = OperatorSettings.from_env()
     except SettingsError as exc:
         exit_on_settings_error(exc)
