@@ -24,14 +24,12 @@ hunt: ``KAOS_FUZZ_MAX_EXAMPLES=500 KAOS_FUZZ_RANDOM=1 pytest tests/unit/*/test_f
 from __future__ import annotations
 
 import asyncio
-import builtins
 import contextlib
 import copy
 import enum
 import gzip
 import json
 import os
-import re
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -40,6 +38,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
+
+from tests.support.leaks import LEAK_RE
 
 # --- bounds -------------------------------------------------------------------------------
 
@@ -1052,38 +1052,6 @@ async def send(port: int, req: RawRequest, *, session: str, host: str = "127.0.0
 
 
 # --- the shared properties ----------------------------------------------------------------
-
-# The exception class names a Python service could leak (built-ins and the libraries KAOS
-# uses), and a traceback's first line.
-_EXCEPTION_NAMES = sorted(
-    {
-        name
-        for name, value in vars(builtins).items()
-        if isinstance(value, type)
-        and issubclass(value, BaseException)
-        and name not in ("Exception", "BaseException", "Warning")
-    }
-    | {
-        "OperationalError",
-        "IntegrityError",
-        "ProgrammingError",
-        "InterfaceError",
-        "DatabaseError",
-        "ValidationError",
-        "JSONDecodeError",
-        "ClientConnectorError",
-        "ClientResponseError",
-        "ServerDisconnectedError",
-        "HttpProcessingError",
-        "BadHttpMessage",
-        "CancelledError",
-        "ParseError",
-        "DecodeError",
-    }
-)
-LEAK_RE = re.compile(
-    r"Traceback \(most recent call last\)|\b(?:" + "|".join(_EXCEPTION_NAMES) + r")\b"
-)
 
 
 def is_rpc_error(doc: Any) -> bool:

@@ -10,65 +10,24 @@ run started.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
 from tests.fixtures.agent import AgentFactory
 from tests.support.devmodel import DevModel
 from tests.support.procs import ServiceProcess
+from tests.support.rawhttp import Header, post_json
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 
-# What no answer may contain: the names of the exceptions these inputs used to raise.
-LEAKS = (
-    "Traceback",
-    "UnicodeEncodeError",
-    "UnicodeDecodeError",
-    "RecursionError",
-    "ValueError",
-    "ParseError",
-    "BadRequest",
-)
-
-Header = tuple[str, bytes]
-
 
 @pytest.fixture(scope="module")
 def agent(module_agent_factory: AgentFactory) -> ServiceProcess:
     return module_agent_factory("hostile", AGENT_INSTRUCTIONS="You are a test agent.")
-
-
-async def raw_request(
-    url: str, path: str, body: bytes, headers: list[Header]
-) -> tuple[int, dict[str, Any]]:
-    """POST ``body`` with exactly ``headers`` (raw bytes, repeats kept); status and JSON."""
-    parts = urlsplit(url)
-    assert parts.hostname is not None and parts.port is not None
-    head = [f"POST {path} HTTP/1.1".encode(), f"Host: {parts.netloc}".encode()]
-    head += [name.encode() + b": " + value for name, value in headers]
-    head += [f"Content-Length: {len(body)}".encode(), b"Connection: close"]
-    async with asyncio.timeout(60):
-        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-        try:
-            writer.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
-            await writer.drain()
-            answer = await reader.read()  # the server closes after answering
-        finally:
-            writer.close()
-    status_line, _, rest = answer.partition(b"\r\n")
-    _, _, payload = rest.partition(b"\r\n\r\n")
-    text = payload.decode()
-    for leak in LEAKS:
-        assert leak not in text, text
-    doc = json.loads(text)
-    assert isinstance(doc, dict), text
-    return int(status_line.split()[1]), doc
 
 
 def json_headers(*extra: Header) -> list[Header]:
@@ -102,7 +61,7 @@ class NothingRuns:
 
     async def tasks_now(self) -> int:
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})
-        _, doc = await raw_request(self.agent.url, "/", body.encode(), json_headers())
+        _, doc = await post_json(self.agent.url, "/", body.encode(), json_headers())
         return int(doc["result"].get("totalSize", 0))
 
     async def __aenter__(self) -> NothingRuns:
@@ -142,7 +101,7 @@ async def test_a2a_body_nested_1000_deep_is_a_json_rpc_error(
 ) -> None:
     async with NothingRuns(agent, devmodel):
         body = b"[" * 1000 + b"]" * 1000
-        status, doc = await raw_request(agent.url, "/", body, json_headers())
+        status, doc = await post_json(agent.url, "/", body, json_headers())
     assert "nested deeper than 32 levels" in rpc_error(status, doc, INVALID_REQUEST)
     assert doc["id"] is None
 
@@ -152,7 +111,7 @@ async def test_a2a_message_metadata_nested_100_deep_is_a_json_rpc_error(
 ) -> None:
     async with NothingRuns(agent, devmodel):
         body = json.dumps(send_message(metadata=nested(100))).encode()
-        status, doc = await raw_request(agent.url, "/", body, json_headers())
+        status, doc = await post_json(agent.url, "/", body, json_headers())
     message = rpc_error(status, doc, INVALID_REQUEST)
     assert message.startswith("params.message.metadata") and "nested deeper" in message
 
@@ -164,7 +123,7 @@ async def test_a2a_4301_digit_json_rpc_id_is_a_json_rpc_error(
         body = (
             json.dumps(send_message(req_id=0)).encode().replace(b'"id": 0', b'"id": ' + b"7" * 4301)
         )
-        status, doc = await raw_request(agent.url, "/", body, json_headers())
+        status, doc = await post_json(agent.url, "/", body, json_headers())
     assert "4301 characters" in rpc_error(status, doc, INVALID_REQUEST)
     assert doc["id"] is None
 
@@ -175,7 +134,7 @@ async def test_a2a_gzip_content_encoding_with_a_body_that_is_not_gzip_is_refused
     async with NothingRuns(agent, devmodel):
         body = json.dumps(send_message()).encode()
         headers = json_headers(("Content-Encoding", b"gzip"))
-        status, doc = await raw_request(agent.url, "/", body, headers)
+        status, doc = await post_json(agent.url, "/", body, headers)
     message = rpc_error(status, doc, INVALID_REQUEST)
     assert "Content-Encoding 'gzip' is not accepted" in message
 
@@ -185,7 +144,7 @@ async def test_a2a_nul_in_message_text_is_invalid_params(
 ) -> None:
     async with NothingRuns(agent, devmodel):
         body = json.dumps(send_message("a\u0000b")).encode()
-        status, doc = await raw_request(agent.url, "/", body, json_headers())
+        status, doc = await post_json(agent.url, "/", body, json_headers())
     message = rpc_error(status, doc, INVALID_PARAMS)
     assert message.startswith("params.message.parts[0].text") and "U+0000" in message
 
@@ -196,7 +155,7 @@ async def test_a2a_invalid_utf8_x_session_id_is_invalid_params(
     async with NothingRuns(agent, devmodel):
         body = json.dumps(send_message()).encode()
         headers = json_headers(("X-Session-Id", b"s-\xc3\x28"))
-        status, doc = await raw_request(agent.url, "/", body, headers)
+        status, doc = await post_json(agent.url, "/", body, headers)
     message = rpc_error(status, doc, INVALID_PARAMS)
     assert message.startswith("X-Session-Id must be valid UTF-8 text")
     assert doc["id"] == 1
@@ -208,7 +167,7 @@ async def test_a2a_non_utf8_byte_in_x_principal_is_invalid_params(
     async with NothingRuns(agent, devmodel):
         body = json.dumps(send_message()).encode()
         headers = json_headers(("X-Principal", b"al\xffce"))
-        status, doc = await raw_request(agent.url, "/", body, headers)
+        status, doc = await post_json(agent.url, "/", body, headers)
     assert rpc_error(status, doc, INVALID_PARAMS).startswith("X-Principal must be valid UTF-8")
 
 
@@ -219,7 +178,7 @@ async def test_a2a_repeated_identity_header_is_invalid_params(
     async with NothingRuns(agent, devmodel):
         body = json.dumps(send_message()).encode()
         headers = json_headers((header, b"1"), (header, b"2"))
-        status, doc = await raw_request(agent.url, "/", body, headers)
+        status, doc = await post_json(agent.url, "/", body, headers)
     assert rpc_error(status, doc, INVALID_PARAMS) == f"{header} given more than once"
 
 
@@ -227,7 +186,7 @@ async def test_a2a_utf8_principal_is_accepted(agent: ServiceProcess, devmodel: D
     # Valid non-ASCII UTF-8 is a name like any other (the refusal is of undecodable bytes).
     body = json.dumps(send_message("hi josé")).encode()
     headers = json_headers(("X-Principal", "josé".encode()))
-    status, doc = await raw_request(agent.url, "/", body, headers)
+    status, doc = await post_json(agent.url, "/", body, headers)
     assert status == 200, doc
     task = doc["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
@@ -240,7 +199,7 @@ async def test_a2a_utf8_principal_is_accepted(agent: ServiceProcess, devmodel: D
 async def test_chat_body_nested_1000_deep_is_400(agent: ServiceProcess, devmodel: DevModel) -> None:
     async with NothingRuns(agent, devmodel):
         body = b'{"messages": ' + b"[" * 1000 + b"]" * 1000 + b"}"
-        status, doc = await raw_request(agent.url, "/v1/chat/completions", body, json_headers())
+        status, doc = await post_json(agent.url, "/v1/chat/completions", body, json_headers())
     assert status == 400
     assert "nested deeper than 32 levels" in http_error(doc, "json_too_deep")
 
@@ -248,14 +207,14 @@ async def test_chat_body_nested_1000_deep_is_400(agent: ServiceProcess, devmodel
 async def test_chat_gzip_content_encoding_is_415(agent: ServiceProcess, devmodel: DevModel) -> None:
     async with NothingRuns(agent, devmodel):
         headers = json_headers(("Content-Encoding", b"gzip"))
-        status, doc = await raw_request(agent.url, "/v1/chat/completions", chat(), headers)
+        status, doc = await post_json(agent.url, "/v1/chat/completions", chat(), headers)
     assert status == 415
     assert "Content-Encoding 'gzip'" in http_error(doc, "unsupported_encoding")
 
 
 async def test_chat_nul_in_a_message_is_400(agent: ServiceProcess, devmodel: DevModel) -> None:
     async with NothingRuns(agent, devmodel):
-        status, doc = await raw_request(
+        status, doc = await post_json(
             agent.url, "/v1/chat/completions", chat("a\u0000b"), json_headers()
         )
     assert status == 400
@@ -271,7 +230,7 @@ async def test_chat_non_utf8_identity_header_is_400(
 ) -> None:
     async with NothingRuns(agent, devmodel):
         headers = json_headers((header, value))
-        status, doc = await raw_request(agent.url, "/v1/chat/completions", chat(), headers)
+        status, doc = await post_json(agent.url, "/v1/chat/completions", chat(), headers)
     assert status == 400
     message = http_error(doc, "bad_identity_header")
     assert message.startswith(f"{header} must be valid UTF-8 text")
@@ -283,6 +242,6 @@ async def test_chat_repeated_identity_header_is_400(
 ) -> None:
     async with NothingRuns(agent, devmodel):
         headers = json_headers((header, b"alice"), (header, b"mallory"))
-        status, doc = await raw_request(agent.url, "/v1/chat/completions", chat(), headers)
+        status, doc = await post_json(agent.url, "/v1/chat/completions", chat(), headers)
     assert status == 400
     assert http_error(doc, "bad_identity_header") == f"{header} given more than once"

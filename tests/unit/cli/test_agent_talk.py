@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.fixtures.agent import AgentFactory
 from tests.support.devmodel import DevModel
@@ -179,3 +180,65 @@ def test_chat_ctrl_c_at_the_prompt_ends_at_once(agent_factory: AgentFactory) -> 
         if term.proc.poll() is None:
             term.proc.kill()
             term.proc.wait()
+
+
+def rows(text: str) -> list[list[str]]:
+    """A table's lines split into cells (the cells here have no spaces)."""
+    return [line.split() for line in text.splitlines() if line.strip()]
+
+
+def test_invoke_through_the_executable_in_every_format(agent_factory: AgentFactory) -> None:
+    """``invoke`` keeps working for scripts: the answer alone on stdout, the session to
+    continue on stderr; ``-o json|yaml`` print the whole completion."""
+    agent = agent_factory(name="scripted")
+    url = ["--url", agent.url]
+
+    plain = kaos("agent", "invoke", "scripted", "hello script", *url)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == "Echo: hello script\n"
+    assert plain.stderr.startswith("session: cli-") and "Traceback" not in plain.stderr
+
+    for fmt, parse in (("json", json.loads), ("yaml", yaml.safe_load)):
+        proc = kaos("agent", "invoke", "scripted", f"as {fmt}", *url, "--session", "s1", "-o", fmt)
+        assert proc.returncode == 0, proc.stderr
+        assert parse(proc.stdout)["choices"][0]["message"]["content"] == f"Echo: as {fmt}"
+        assert proc.stderr == ""
+
+
+def test_a2a_running_task_is_listed_then_cancelled(
+    agent_factory: AgentFactory, devmodel: DevModel
+) -> None:
+    """A task whose model never answers: ``send --no-wait`` returns it still running, ``get``
+    and ``list`` show it WORKING, ``cancel`` ends it CANCELED (exit 0) in every format."""
+    agent = agent_factory(name="slow")
+    url = ["--url", agent.url]
+    done = kaos_json("a2a", "send", "slow", "first", *url, "--session", "s-run")
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    devmodel.set_faults(hang=True)
+
+    sent = kaos("a2a", "send", "slow", "never answered", *url, "--session", "s-run", "--no-wait")
+    assert sent.returncode == 0, sent.stderr
+    header, row = rows(sent.stdout)
+    assert header == ["TASK", "SESSION", "STATE", "ANSWER"]
+    task_id, session, state = row[:3]
+    assert session == "s-run" and state in ("SUBMITTED", "WORKING")
+
+    deadline = time.monotonic() + 30
+    while (got := yaml.safe_load(kaos("a2a", "get", "slow", task_id, *url, "-o", "yaml").stdout))[
+        "status"
+    ]["state"] != "TASK_STATE_WORKING":
+        assert time.monotonic() < deadline, f"task never WORKING: {got}"
+    assert got["id"] == task_id and got["contextId"] == "s-run"
+
+    listed = kaos("a2a", "list", "slow", *url, "--session", "s-run")
+    assert listed.returncode == 0, listed.stderr
+    states = {r[0]: r[2] for r in rows(listed.stdout)[1:]}
+    assert states == {done["id"]: "COMPLETED", task_id: "WORKING"}
+    as_yaml = yaml.safe_load(kaos("a2a", "list", "slow", *url, "-o", "yaml").stdout)
+    assert {t["id"] for t in as_yaml["tasks"]} == {done["id"], task_id}
+
+    cancel = kaos("a2a", "cancel", "slow", task_id, *url)
+    assert cancel.returncode == 0, cancel.stderr
+    assert rows(cancel.stdout)[1][:3] == [task_id, "s-run", "CANCELED"]
+    after = kaos_json("a2a", "get", "slow", task_id, *url)
+    assert after["status"]["state"] == "TASK_STATE_CANCELED"

@@ -13,6 +13,7 @@ import pytest
 from kaos_core.cli.reference import BEGIN, END, render
 
 from tests.support.procs import REPO_ROOT, console_script
+from tests.unit.cli.shells import zsh_complete
 
 KAOS = console_script("kaos")
 GROUPS = {
@@ -99,6 +100,16 @@ def test_bash_completion_loads_and_completes_commands() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "complete -o nosort -F _kaos_completion kaos" in proc.stdout
     assert "agent" in proc.stdout.splitlines()
+
+
+def test_zsh_completion_loads_and_completes_commands_and_options() -> None:
+    proc = zsh_complete("kaos", "ag")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "registered: _kaos_completion"
+    assert any(line.startswith("agent:Agents") for line in lines[1:]), proc.stdout
+    options = zsh_complete("kaos", "agent", "list", "--o").stdout.splitlines()
+    assert "--output:output format" in options
 
 
 def test_without_the_cli_extra_kaos_names_it() -> None:

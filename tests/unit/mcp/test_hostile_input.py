@@ -10,17 +10,16 @@ shows no tool ran.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from kaos_agent.mcp_runtime.settings import McpSettings
 
 from tests.support.procs import ServiceProcess, console_script, free_port, start_service
+from tests.support.rawhttp import Answer, Header, exchange
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -32,19 +31,6 @@ def shout(text: str) -> str:
     """Upper-case the text."""
     return text.upper()
 '''
-
-# What no answer may contain: the names of the exceptions these inputs used to raise.
-LEAKS = (
-    "Traceback",
-    "UnicodeDecodeError",
-    "UnicodeEncodeError",
-    "RecursionError",
-    "ValueError",
-    "ValidationError",
-    "JSONDecodeError",
-)
-
-Header = tuple[str, bytes]
 
 
 @pytest.fixture(scope="module")
@@ -74,52 +60,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]
         svc.stop(timeout=15)
 
 
-def _dechunk(payload: bytes) -> bytes:
-    out = bytearray()
-    while payload:
-        size_line, _, payload = payload.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            break
-        out += payload[:size]
-        payload = payload[size + 2 :]
-    return bytes(out)
-
-
-async def exchange(
-    url: str, method: str, path: str, headers: list[Header], body: bytes = b""
-) -> tuple[int, dict[str, str], str]:
-    """One request as raw bytes on a fresh connection: status, headers (lower-case names),
-    body text (de-chunked)."""
-    parts = urlsplit(url)
-    assert parts.hostname is not None and parts.port is not None
-    head = [f"{method} {path} HTTP/1.1".encode(), f"Host: {parts.netloc}".encode()]
-    head += [name.encode() + b": " + value for name, value in headers]
-    if method == "POST":
-        head.append(f"Content-Length: {len(body)}".encode())
-    head.append(b"Connection: close")
-    async with asyncio.timeout(60):
-        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-        try:
-            writer.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
-            await writer.drain()
-            answer = await reader.read()  # the server closes after answering
-        finally:
-            writer.close()
-    head_bytes, _, payload = answer.partition(b"\r\n\r\n")
-    status_line, *header_lines = head_bytes.decode("latin-1").split("\r\n")
-    got = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in header_lines)}
-    if got.get("transfer-encoding") == "chunked":
-        payload = _dechunk(payload)
-    text = payload.decode()
-    for leak in LEAKS:
-        assert leak not in text, text
-    return int(status_line.split()[1]), got, text
-
-
 async def raw_post(
     url: str, body: bytes, headers: list[Header] | None = None
-) -> tuple[int, dict[str, str], str]:
+) -> Answer:
     """POST ``body`` to ``/mcp`` with ``headers`` added to those MCP needs."""
     mcp = [
         ("Content-Type", b"application/json"),

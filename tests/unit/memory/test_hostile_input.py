@@ -10,55 +10,14 @@ session, no attribution row may have appeared.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
 from tests.fixtures.memory import MemoryServer
+from tests.support.rawhttp import Header, post_json
 from tests.unit.memory.helpers import uid
-
-# What no answer may contain: the names of the exceptions these inputs used to raise.
-LEAKS = (
-    "Traceback",
-    "UnicodeEncodeError",
-    "UnicodeDecodeError",
-    "RecursionError",
-    "ValueError",
-    "DataError",
-    "OperationalError",
-)
-
-Header = tuple[str, bytes]
-
-
-async def raw_request(
-    url: str, path: str, body: bytes, headers: list[Header]
-) -> tuple[int, dict[str, Any]]:
-    """POST ``body`` with exactly ``headers`` (raw bytes, repeats kept); status and JSON."""
-    parts = urlsplit(url)
-    assert parts.hostname is not None and parts.port is not None
-    head = [f"POST {path} HTTP/1.1".encode(), f"Host: {parts.netloc}".encode()]
-    head += [name.encode() + b": " + value for name, value in headers]
-    head += [f"Content-Length: {len(body)}".encode(), b"Connection: close"]
-    async with asyncio.timeout(60):
-        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-        try:
-            writer.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
-            await writer.drain()
-            answer = await reader.read()  # the server closes after answering
-        finally:
-            writer.close()
-    status_line, _, rest = answer.partition(b"\r\n")
-    _, _, payload = rest.partition(b"\r\n\r\n")
-    text = payload.decode()
-    for leak in LEAKS:
-        assert leak not in text, text
-    doc = json.loads(text)
-    assert isinstance(doc, dict), text
-    return int(status_line.split()[1]), doc
 
 
 def json_headers(**extra: bytes) -> list[Header]:
@@ -94,7 +53,7 @@ def nested(depth: int) -> Any:
 async def test_a_body_nested_1000_deep_is_400(memory_service: MemoryServer) -> None:
     before = rows(memory_service)
     body = b'{"turns": ' + b"[" * 1000 + b"]" * 1000 + b"}"
-    status, doc = await raw_request(
+    status, doc = await post_json(
         memory_service.url, "/v1/write", body, json_headers(**{"X-Session-Id": uid("s").encode()})
     )
     assert status == 400
@@ -104,7 +63,7 @@ async def test_a_body_nested_1000_deep_is_400(memory_service: MemoryServer) -> N
 
 async def test_nesting_inside_a_turns_content_is_400(memory_service: MemoryServer) -> None:
     before = rows(memory_service)
-    status, doc = await raw_request(
+    status, doc = await post_json(
         memory_service.url,
         "/v1/write",
         write_body(nested(100)),
@@ -118,7 +77,7 @@ async def test_nesting_inside_a_turns_content_is_400(memory_service: MemoryServe
 
 async def test_a_4301_digit_top_k_is_400(memory_service: MemoryServer) -> None:
     body = b'{"level": "session", "query": "q", "top_k": ' + b"9" * 4301 + b"}"
-    status, doc = await raw_request(
+    status, doc = await post_json(
         memory_service.url, "/v1/recall", body, json_headers(**{"X-Session-Id": b"s-1"})
     )
     assert status == 400
@@ -129,7 +88,7 @@ async def test_gzip_content_encoding_with_a_body_that_is_not_gzip_is_415(
     memory_service: MemoryServer,
 ) -> None:
     before = rows(memory_service)
-    status, doc = await raw_request(
+    status, doc = await post_json(
         memory_service.url,
         "/v1/write",
         write_body(),
@@ -147,7 +106,7 @@ async def test_a_non_utf8_byte_in_x_principal_is_400_and_writes_nothing(
     # Not "200 accepted: 0, degraded: true" (the store failing to encode the principal),
     # not a 500 (strict): the header itself is refused before any tier is touched.
     before = rows(memory_service)
-    status, doc = await raw_request(
+    status, doc = await post_json(
         memory_service.url,
         "/v1/write",
         write_body(failure_mode=failure_mode),
@@ -160,7 +119,7 @@ async def test_a_non_utf8_byte_in_x_principal_is_400_and_writes_nothing(
 
 async def test_a_non_utf8_x_session_id_is_400(memory_service: MemoryServer) -> None:
     before = rows(memory_service)
-    status, doc = await raw_request(
+    status, doc = await post_json(
         memory_service.url,
         "/v1/write",
         write_body(),
@@ -174,7 +133,7 @@ async def test_a_non_utf8_x_session_id_is_400(memory_service: MemoryServer) -> N
 async def test_a_utf8_principal_is_a_name_like_any_other(memory_service: MemoryServer) -> None:
     # Valid non-ASCII UTF-8 is accepted deliberately: principals are user names.
     session = uid("s")
-    status, doc = await raw_request(
+    status, doc = await post_json(
         memory_service.url,
         "/v1/write",
         write_body("hola"),
@@ -194,7 +153,7 @@ async def test_a_nul_character_in_a_turn_is_400_and_writes_nothing(
     turn: dict[str, str] = {"role": "user", "content": "a\u0000b"}
     if where == "key":
         turn = {"role": "user", "content": "ab", "n\u0000": "x"}
-    status, doc = await raw_request(
+    status, doc = await post_json(
         memory_service.url,
         "/v1/write",
         json.dumps({"turns": [turn]}).encode(),
@@ -217,7 +176,7 @@ async def test_a_repeated_identity_header_is_400(memory_service: MemoryServer, h
     headers = [("Content-Type", b"application/json"), (header, values[0]), (header, values[1])]
     if header != "X-Session-Id":
         headers.append(("X-Session-Id", uid("s").encode()))
-    status, doc = await raw_request(memory_service.url, "/v1/write", write_body(), headers)
+    status, doc = await post_json(memory_service.url, "/v1/write", write_body(), headers)
     assert status == 400
     assert error(doc, "bad_identity_header") == f"{header} given more than once"
     assert rows(memory_service) == before
