@@ -15,10 +15,11 @@ A forget runs four steps:
    context (the turns Mem0 quotes as "last messages" in its next extraction prompt) are
    purged for the scope and every erased session. Facts or context a racing extraction
    stored before the fence ended are gone with them.
-4. The tombstone becomes final (fold work written after the forget goes on), and the space
-   of the deleted rows is reclaimed: in local mode before the forget answers (the SQLite
-   files rewritten so no freed page keeps erased text), in external mode by a background
-   ``VACUUM``.
+4. The space of the deleted rows is reclaimed and the tombstone becomes final (fold work
+   written after the forget goes on). In local mode the reclaim comes first (the SQLite
+   files rewritten so no freed page or WAL frame keeps erased text), so a final erasure
+   holds no erased byte on disk; one that could not reclaim stays pending for the
+   sweeper. In external mode a background ``VACUUM`` follows the final mark.
 
 A replica that dies after step 1 leaves the tombstone pending: its sessions stay fenced,
 its lease lapses, and the sweeper of any replica (the first sweep runs at start) takes the
@@ -129,6 +130,7 @@ class Eraser:
     async def _finish(self, tombstone: Tombstone, owner: str, result: ErasureResult) -> None:
         """Steps 2 to 4 for a recorded erasure whose lease ``owner`` holds."""
         renewer = asyncio.create_task(self._renew(tombstone, owner), name="erase-lease")
+        reclaimed = False
         try:
             try:
                 fenced = await self._fence(list(tombstone.keys))
@@ -145,6 +147,14 @@ class Eraser:
                 log.error("long-term erasure failed", exc_info=True)
                 result.failures.append("long-term tier")
                 return
+            if fenced and self.policy.reclaim_inline:
+                # Local mode: the files hold no erased byte before the erasure is final, so
+                # "final" (the forget's answer, or the tombstone a reader waits on) means
+                # the bytes are gone too. Space not reclaimed now leaves it pending.
+                reclaimed = await self._reclaim_now()
+                if not reclaimed:
+                    result.failures.append("reclaiming erased space")
+                    return
             if fenced:
                 try:
                     result.final = await self.conversation.finish_erasure(tombstone, owner)
@@ -159,7 +169,10 @@ class Eraser:
                 # Left pending for the sweeper of any replica, at once.
                 with contextlib.suppress(StorageError):
                     await self.conversation.release_lease(tombstone.lease_key, "erase", owner)
-        await self._reclaim()
+        if not self.policy.reclaim_inline:
+            await self._reclaim()  # external mode: VACUUM in the background
+        elif not reclaimed:
+            await self._reclaim_now()  # best effort; whoever resumes it reclaims again
         log.info(
             "erasure final" if result.final else "erasure pending",
             extra={"erasure": tombstone.id, "sessions": len(tombstone.keys)},
@@ -204,15 +217,19 @@ class Eraser:
             if not self._vacuum_again:
                 return
 
-    async def _reclaim_now(self) -> None:
+    async def _reclaim_now(self) -> bool:
+        """Reclaim both stores' freed space; False when one could not (it is logged)."""
+        complete = True
         for name, reclaim in (
             ("conversation", self.conversation.reclaim),
             ("long-term", self.longterm.reclaim),
         ):
             try:
                 await reclaim()
-            except StorageError:  # the erasure stands; the space is reused later
+            except StorageError:  # the erasure stands; the space is reclaimed later
                 log.warning("reclaiming erased space failed", extra={"store": name}, exc_info=True)
+                complete = False
+        return complete
 
     # --- the sweeper's part ---------------------------------------------------------------------
 

@@ -76,4 +76,9 @@ class SqliteDialect:
         # TRUNCATE empties the WAL, whose older frames still held the rows' text.
         if self._conn is None:
             raise RuntimeError("sqlite store is not open")
-        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        # A reader elsewhere (another connection's open snapshot) makes the checkpoint
+        # give up after the busy timeout without an error: its first column says so, and
+        # the WAL then still holds the old frames.
+        busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise sqlite3.OperationalError("the WAL checkpoint was blocked by a reader")
