@@ -165,7 +165,13 @@ class A2AServer:
             body = decode_json(await read_body(request))
         except KaosError as exc:
             # Refused at the edge: the message names what is wrong, the id is unknown.
-            return _rpc_error(None, edge_error_code(exc), exc.message)
+            refusal = _rpc_error(None, edge_error_code(exc), exc.message)
+            if exc.closes_connection:
+                # A body that did not arrive, or is too large to read: the transport's
+                # status (408, 413), and the connection closed, as on every other route.
+                refusal.set_status(exc.status)
+                refusal.force_close()
+            return refusal
         if isinstance(body, list):
             return _rpc_error(None, INVALID_REQUEST, "batch requests are not supported")
         if not isinstance(body, dict):
