@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import time
@@ -22,10 +23,12 @@ from typing import Any
 
 import pytest
 import yaml
+from kaos_core.crds import API_VERSION
 
 from tests.fixtures.helm import Helm
 from tests.support.cluster import POD_LOG_NAME, Cluster
-from tests.support.procs import ServiceProcess, console_script
+from tests.support.procs import ServiceProcess, console_script, free_port
+from tests.unit.cli.shells import zsh_complete
 
 pytestmark = pytest.mark.cluster
 
@@ -44,24 +47,30 @@ class Kaos:
             [KAOS, *args] if "-n" in args or "-A" in args else [KAOS, *args, "-n", self.namespace]
         )
 
-    def __call__(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, *args: str, timeout: float = 180, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             self.argv(*args),
             capture_output=True,
             text=True,
             env=self.env,
             timeout=timeout,
+            input=input,
             check=False,
         )
 
-    def ok(self, *args: str) -> subprocess.CompletedProcess[str]:
-        proc = self(*args)
+    def ok(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        proc = self(*args, input=input)
         assert proc.returncode == 0, f"kaos {' '.join(args)}: {proc.stderr}"
         assert "Traceback" not in proc.stderr
         return proc
 
     def json(self, *args: str) -> Any:
         return json.loads(self.ok(*args, "-o", "json").stdout)
+
+    def yaml(self, *args: str, input: str | None = None) -> Any:
+        return yaml.safe_load(self.ok(*args, "-o", "yaml", input=input).stdout)
 
 
 def table(text: str) -> list[dict[str, str]]:
@@ -185,6 +194,11 @@ def test_deploy_wait_list_describe_get_delete_every_kind(kaos: Kaos, volume: Non
     assert ("Service", "a1") in owned
     assert any(kind == "Pod" and state.startswith("Running") for (kind, _), state in owned.items())
     assert any(e["reason"] for e in described["events"]), "phase changes are recorded as events"
+    events = kaos.ok("agent", "describe", "a1").stdout.split("Events\n", 1)[1].splitlines()
+    assert events[0].split() == ["LAST", "TYPE", "REASON", "COUNT", "MESSAGE"]
+    for event in described["events"]:  # the table shows each event: its type and reason
+        pattern = rf"\s{event['type']}\s+{event['reason']}\s"
+        assert any(re.search(pattern, line) for line in events[1:]), (event, events)
     store_rows = table(kaos.ok("memorystore", "list").stdout)
     assert [(r["NAME"], r["STORAGE"], r["PHASE"]) for r in store_rows] == [
         ("mem", "local", "Ready")
@@ -275,6 +289,7 @@ def test_logs_follow_receives_new_lines(kaos: Kaos, k8s_cluster: Cluster) -> Non
     )
     try:
         assert follower.stdout is not None
+        out = follower.stdout
         seen = ""
         deadline = time.monotonic() + 60
 
@@ -286,9 +301,9 @@ def test_logs_follow_receives_new_lines(kaos: Kaos, k8s_cluster: Cluster) -> Non
                 if write is not None:
                     with pod_log.open("a") as log:
                         log.write(cri_line(write))
-                ready, _, _ = select.select([follower.stdout], [], [], 2)
+                ready, _, _ = select.select([out], [], [], 2)
                 if ready:
-                    seen += os.read(follower.stdout.fileno(), 65536).decode()
+                    seen += os.read(out.fileno(), 65536).decode()
 
         read_until(f"after {marker}", write=f"after {marker}")
         with pod_log.open("a") as log:
@@ -385,16 +400,18 @@ def test_bash_completion_offers_resource_names(kaos: Kaos) -> None:
 
 
 def test_status_reads_the_chart_operators_deployment_and_lease(
-    k8s_cluster: Cluster, helm: Helm
+    k8s_cluster: Cluster, helm: Helm, tmp_path: Path
 ) -> None:
     """Installed by ``kaos system install``, the operator's Deployment is found by its
-    labels; kwok runs no container, so nobody holds the Lease: status says so, exit 1."""
+    labels; kwok runs no container, so nobody holds the Lease: status says so, exit 1.
+    The current context is dead: install, status and uninstall go through ``--context``."""
     release, ns = "kaos-cli-status", f"kaos-cli-status-{uuid.uuid4().hex[:6]}"
-    env = {**helm.env(k8s_cluster.env()), "KAOS_HELM": str(helm.binary)}
+    live = kubeconfig_with_a_dead_current_context(k8s_cluster, tmp_path / "kubeconfig")
+    env = {**helm.env(live), "KAOS_HELM": str(helm.binary)}
 
-    def kaos(*argv: str) -> subprocess.CompletedProcess[str]:
+    def kaos(*argv: str, context: str | None = LIVE_CONTEXT) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [KAOS, *argv, "-n", ns],
+            [KAOS, *argv, "-n", ns, *(["--context", context] if context else [])],
             capture_output=True,
             text=True,
             env=env,
@@ -402,8 +419,14 @@ def test_status_reads_the_chart_operators_deployment_and_lease(
             check=False,
         )
 
-    installed = kaos("system", "install", "--release", release, "--wait", "--timeout", "120s")
+    nowhere = kaos("system", "install", "--release", release, context=None)
+    assert nowhere.returncode == 2
+    assert "no Kubernetes cluster reachable" in error_line(nowhere)
+    installed = kaos(
+        "system", "install", "--release", release, "--wait", "--timeout", "120s", "-o", "yaml"
+    )
     assert installed.returncode == 0, installed.stderr
+    assert yaml.safe_load(installed.stdout)["release"] == release
     try:
         proc = kaos("system", "status", "--lease", "kaos-operator", "-o", "json")
         assert proc.returncode == 1, proc.stderr
@@ -459,3 +482,220 @@ def test_wait_on_a_terminal_shows_progress_and_ends_ready(kaos: Kaos) -> None:
     assert "modelapi.kaos.tools/tty-api applied" in text
     assert "modelapi/tty-api: Ready" in text
     assert "Traceback" not in text
+
+
+def manifest(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def test_deploy_from_a_file_or_stdin_and_every_output_format(
+    kaos: Kaos, tmp_path: Path, volume: None
+) -> None:
+    """``deploy -f FILE`` applies every document and ``--wait`` waits for each KAOS object;
+    ``-f -`` reads stdin; ``--source`` reads the tools from a file. Every command that
+    prints a document prints the same one with ``-o yaml`` as with ``-o json``."""
+    ns = kaos.namespace
+    stack = tmp_path / "stack.yaml"
+    stack.write_text(
+        yaml.safe_dump_all(
+            [
+                manifest("ModelAPI", "llm", {"mode": "Proxy", "proxyConfig": {"models": ["m"]}}),
+                manifest(
+                    "MemoryStore",
+                    "mem",
+                    {
+                        "storage": {"type": "local"},
+                        "models": {
+                            "summarization": {"modelAPI": "llm"},
+                            "embedding": {"modelAPI": "llm"},
+                        },
+                    },
+                ),
+            ]
+        )
+    )
+    proc = kaos.ok("modelapi", "deploy", "-f", str(stack), "--wait")
+    assert proc.stdout.splitlines() == [
+        "modelapi.kaos.tools/llm applied",
+        "memorystore.kaos.tools/mem applied",
+    ]
+    progress = proc.stderr.splitlines()
+    assert "modelapi/llm: Ready" in progress and "memorystore/mem: Ready" in progress
+
+    source = tmp_path / "tools.py"
+    source.write_text('def shout(text: str) -> str:\n    """Upper."""\n    return text.upper()\n')
+    applied = kaos.yaml("mcp", "deploy", "tools", "--source", str(source), "--wait")
+    assert applied == {"applied": ["mcpserver.kaos.tools/tools"]}
+    assert kaos.json("mcp", "get", "tools")["spec"]["params"] == source.read_text()
+
+    agent = manifest("Agent", "helper", {"modelAPI": "llm", "mcpServers": ["tools"]})
+    stdin = kaos.ok(
+        "agent", "deploy", "-f", "-", "--wait", "-o", "yaml", input=yaml.safe_dump(agent)
+    )
+    assert yaml.safe_load(stdin.stdout) == {"applied": ["agent.kaos.tools/helper"]}
+    assert stdin.stderr.splitlines()[-1] == "agent/helper: Ready"
+
+    api_rows = table(kaos.ok("modelapi", "list").stdout)
+    assert [(r["NAME"], r["MODE"], r["MODELS"], r["PHASE"]) for r in api_rows] == [
+        ("llm", "Proxy", "m", "Ready")
+    ]
+    assert api_rows[0]["ENDPOINT"].startswith("http://llm.")
+    assert re.fullmatch(r"\d+[smhd]", api_rows[0]["AGE"])
+
+    for kind, name in (
+        ("modelapi", "llm"),
+        ("memorystore", "mem"),
+        ("mcp", "tools"),
+        ("agent", "helper"),
+    ):
+        listed = kaos.yaml(kind, "list")
+        assert [i["metadata"]["name"] for i in listed] == [name]
+        assert [i["spec"] for i in listed] == [i["spec"] for i in kaos.json(kind, "list")]
+        everywhere = kaos.yaml(kind, "list", "-A")
+        assert (ns, name) in {
+            (i["metadata"]["namespace"], i["metadata"]["name"]) for i in everywhere
+        }
+        got = kaos.yaml(kind, "get", name)
+        assert got["metadata"]["name"] == name and got["status"]["phase"] == "Ready"
+        assert got["spec"] == kaos.json(kind, "get", name)["spec"]
+        described = kaos.yaml(kind, "describe", name)
+        as_json = kaos.json(kind, "describe", name)
+        assert (
+            set(described)
+            == set(as_json)
+            == {
+                "kind",
+                "name",
+                "namespace",
+                "phase",
+                "message",
+                "endpoint",
+                "spec",
+                "conditions",
+                "events",
+                "owned",
+            }
+        )
+        assert (described["name"], described["phase"]) == (name, "Ready")
+        assert described["spec"] == as_json["spec"]
+        assert {c["type"] for c in described["conditions"]} == {
+            c["type"] for c in as_json["conditions"]
+        }
+        assert ("Deployment", name) in {(o["kind"], o["name"]) for o in described["owned"]}
+
+    status = kaos("system", "status", "--watch-namespace", ns, "-o", "yaml")
+    assert status.returncode == 0, status.stdout
+    doc = yaml.safe_load(status.stdout)
+    assert doc["healthy"] is True and doc["resources"]["agent"] == {"Ready": 1}
+    assert [c["cli"] for c in doc["crds"]] == ["v1alpha1"] * 4
+    assert kaos.yaml("samples", "list") == kaos.json("samples", "list")
+
+    for kind, name in (("agent", "helper"), ("mcp", "tools"), ("memorystore", "mem")):
+        assert kaos.yaml(kind, "delete", name) == {"deleted": [f"{kind}/{name}"]}
+    assert kaos.json("modelapi", "delete", "llm") == {"deleted": ["modelapi/llm"]}
+    assert kaos.yaml("agent", "list") == []
+
+
+def kubeconfig_with_a_dead_current_context(cluster: Cluster, path: Path) -> dict[str, str]:
+    """The cluster's kubeconfig plus a context ``nowhere`` (a port nobody listens on) made
+    current: only commands that honour ``--context kaos-test`` reach the cluster."""
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    live = config["current-context"]
+    assert live == LIVE_CONTEXT
+    user = next(c["context"]["user"] for c in config["contexts"] if c["name"] == live)
+    config["clusters"].append(
+        {"name": "nowhere", "cluster": {"server": f"https://127.0.0.1:{free_port()}"}}
+    )
+    config["contexts"].append({"name": "nowhere", "context": {"cluster": "nowhere", "user": user}})
+    config["current-context"] = "nowhere"
+    path.write_text(yaml.safe_dump(config))
+    return {**cluster.env(), "KUBECONFIG": str(path)}
+
+
+LIVE_CONTEXT = "kaos-test"
+
+
+def test_context_reaches_every_command(kaos: Kaos, k8s_cluster: Cluster, tmp_path: Path) -> None:
+    """With a dead current context, each command works through ``--context`` (the cluster
+    answers, or only the port-forward to a kwok pod that runs nothing fails, exit 1), and
+    without it fails naming the context to check (exit 2)."""
+    kaos.env = kubeconfig_with_a_dead_current_context(k8s_cluster, tmp_path / "kubeconfig")
+    ns = kaos.namespace
+    ctx = ("--context", LIVE_CONTEXT)
+
+    unreachable = kaos("modelapi", "list")
+    assert unreachable.returncode == 2
+    assert "no Kubernetes cluster reachable through the current context" in error_line(unreachable)
+    named = kaos("modelapi", "list", "--context", "nowhere")
+    assert named.returncode == 2 and "through context nowhere" in error_line(named)
+
+    kaos.ok("modelapi", "deploy", "llm", "--model", "m", "--wait", *ctx)
+    kaos.ok("mcp", "deploy", "tools", "--params", "def f() -> int:\n    return 1\n", *ctx)
+    kaos.ok("agent", "deploy", "helper", "--modelapi", "llm", "--mcp", "tools", "--wait", *ctx)
+    for kind, name in (("modelapi", "llm"), ("mcp", "tools"), ("agent", "helper")):
+        assert [i["metadata"]["name"] for i in kaos.json(kind, "list", *ctx)] == [name]
+        assert kaos.json(kind, "list", "-A", *ctx)
+        assert kaos.json(kind, "get", name, *ctx)["metadata"]["name"] == name
+        assert kaos.json(kind, "describe", name, *ctx)["owned"]
+        logs = kaos.ok(kind, "logs", name, "--tail", "1", *ctx)
+        assert logs.stderr.startswith(f"# {name}-")
+        without = kaos(kind, "get", name)
+        assert without.returncode == 2, without.stderr
+    tools = kaos("agent", "tools", "helper", "-o", "json", *ctx)
+    assert tools.returncode == 0, tools.stderr
+    assert json.loads(tools.stdout)["from"] == "spec"
+
+    # Talking to the agent port-forwards through the context: the forward starts, and
+    # only the connection to the kwok pod behind it fails (exit 1, not "no cluster").
+    for argv in (
+        ["agent", "invoke", "helper", "hi", "--timeout", "5"],
+        ["agent", "chat", "helper"],
+        ["a2a", "send", "helper", "hi"],
+        ["a2a", "get", "helper", "t1"],
+        ["a2a", "cancel", "helper", "t1"],
+        ["a2a", "list", "helper"],
+    ):
+        through = kaos(*argv, *ctx, input="hi\n")
+        assert through.returncode == 1, (argv, through.stderr)
+        assert "no Kubernetes cluster reachable" not in error_line(through)
+        assert kaos(*argv, input="hi\n").returncode == 2, argv
+
+    applied = kaos.json("samples", "deploy", "mcpserver", *ctx)
+    assert applied == {"applied": ["mcpserver.kaos.tools/text-tools"]}
+    assert kaos.json("samples", "delete", "mcpserver", *ctx) == {
+        "deleted": ["MCPServer/text-tools"]
+    }
+    assert kaos("samples", "deploy", "mcpserver").returncode == 2
+
+    status = kaos("system", "status", "--watch-namespace", ns, "-o", "json", *ctx)
+    assert status.returncode == 0, status.stdout
+    assert json.loads(status.stdout)["resources"]["modelapi"] == {"Ready": 1}
+    assert kaos("system", "status", "--watch-namespace", ns).returncode == 2
+
+    # Completion reads --context from the command line being completed, in bash and zsh.
+    words = ["kaos", "agent", "describe", "--context", LIVE_CONTEXT, "-n", ns, ""]
+    env = {**kaos.env, "PATH": f"{Path(KAOS).parent}:{kaos.env['PATH']}"}
+    bash = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'eval "$({KAOS} completion bash)"; '
+            f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}; "
+            '_kaos_completion kaos; printf "%s\\n" "${COMPREPLY[@]}"',
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert bash.returncode == 0, bash.stderr
+    assert bash.stdout.split() == ["helper"]
+    zsh = zsh_complete(*words, env=kaos.env)
+    assert zsh.returncode == 0, zsh.stderr
+    assert zsh.stdout.splitlines() == ["registered: _kaos_completion", "helper"]
+    contexts = zsh_complete("kaos", "agent", "list", "--context", "", env=kaos.env)
+    assert set(contexts.stdout.splitlines()[1:]) == {LIVE_CONTEXT, "nowhere"}
+
+    for kind, name in (("agent", "helper"), ("mcp", "tools"), ("modelapi", "llm")):
+        assert kaos.ok(kind, "delete", name, *ctx).stdout == f"{kind}/{name} deleted\n"

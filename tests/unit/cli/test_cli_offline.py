@@ -17,10 +17,16 @@ from kaos_core.cli.resources import since
 from kaos_core.cli.samples import description, samples_dir
 from kaos_core.cli.system import lease_health
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
+from pydantic import BaseModel
 
 from tests.support.procs import REPO_ROOT
 
-MODELS = {"Agent": Agent, "ModelAPI": ModelAPI, "MCPServer": MCPServer, "MemoryStore": MemoryStore}
+MODELS: dict[str, type[BaseModel]] = {
+    "Agent": Agent,
+    "ModelAPI": ModelAPI,
+    "MCPServer": MCPServer,
+    "MemoryStore": MemoryStore,
+}
 
 
 def dry_run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
