@@ -36,12 +36,14 @@ services: ## install and start the test services (PostgreSQL+pgvector, Kubernete
 SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/test-cluster hack/gen-crds hack/gen-docs \
 	hack/bench/memory hack/bench/memory-replicas hack/bench/operator $(wildcard hack/kind/*)
 
-# shellcheck from Debian when missing (root, or sudo), so `make test` sets up a fresh machine.
+# shellcheck (the lint) and zsh (the CLI's zsh completion test) from Debian when missing
+# (root, or sudo), so `make test` sets up a fresh machine.
 .PHONY: tools
 tools:
-	@command -v shellcheck >/dev/null || { \
+	@missing=; for tool in shellcheck zsh; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
-	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq shellcheck; }
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing; fi
 
 .PHONY: lint
 lint: $(STAMP) tools ## ruff, mypy and shellcheck
