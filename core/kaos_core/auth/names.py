@@ -42,3 +42,22 @@ MEMORY_CALLERS_FILE = "KAOS_MEMORY_CALLERS_FILE"
 # mode; ``jwks`` verifies offline against the cluster's service-account issuer (its
 # discovery document and keys); ``tokenreview`` asks the API server each time (cached).
 AUTH_MODES = ("off", "jwks", "tokenreview")
+
+# Memory service: how it verifies agents' tokens when security is on (the operator sets
+# these in every MemoryStore pod). The mode is one of ``AUTH_MODES``; the issuer is the
+# cluster's service-account issuer (``jwks`` fetches its discovery document and keys from
+# the API server); the API server, CA and token file are the in-cluster ones the pod
+# uses for that fetch (``jwks``) or for TokenReview requests (``tokenreview``).
+MEMORY_AUTH_MODE = "KAOS_MEMORY_AUTH_MODE"
+MEMORY_AUTH_ISSUER = "KAOS_MEMORY_AUTH_ISSUER"
+MEMORY_AUTH_API_SERVER = "KAOS_MEMORY_AUTH_API_SERVER"
+MEMORY_AUTH_CA_FILE = "KAOS_MEMORY_AUTH_CA_FILE"
+MEMORY_AUTH_TOKEN_FILE = "KAOS_MEMORY_AUTH_TOKEN_FILE"
+
+# The in-cluster API server as a pod reaches it, and the pod's own service-account
+# credentials (the default token mount, which memory pods keep).
+IN_CLUSTER_API_SERVER = "https://kubernetes.default.svc"
+IN_CLUSTER_CA_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+IN_CLUSTER_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+# The issuer of a cluster that sets no --service-account-issuer of its own.
+DEFAULT_SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"

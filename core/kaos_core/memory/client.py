@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
+from kaos_core.auth.names import AGENT_TOKEN_HEADER
+from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.http.failures import describe_failure
 from kaos_core.http.middleware import REQUEST_ID_HEADER
 from kaos_core.memory.contract import (
@@ -65,7 +68,10 @@ class MemoryServiceClient:
     """Async client for one memory service, bound to one calling agent (or none: admin).
 
     The agent identity is fixed at construction, from the pod's ``AGENT_IDENTITY``;
-    principal and session vary per call and come from the request context.
+    principal and session vary per call and come from the request context. With
+    ``token_file`` (the pod's projected memory token) every call presents the file's
+    current content as ``X-Agent-Token``: it is re-read whenever kubelet rotates it, so a
+    long-lived client never sends an expired token.
     """
 
     def __init__(
@@ -76,8 +82,14 @@ class MemoryServiceClient:
         timeout: float = 10.0,
         failure_mode: FailureMode = "soft",
         session: aiohttp.ClientSession | None = None,
+        token_file: Path | str | TokenFile | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.token = (
+            token_file
+            if token_file is None or isinstance(token_file, TokenFile)
+            else TokenFile(token_file)
+        )
         self.agent_identity = (
             None if agent_identity is None else validate_agent_identity(agent_identity)
         )
@@ -123,6 +135,9 @@ class MemoryServiceClient:
         request_id: str | None,
     ) -> R:
         headers = identity.headers()
+        token = self.token.read() if self.token is not None else None
+        if token is not None:
+            headers[AGENT_TOKEN_HEADER] = token
         if request_id is not None:
             headers[REQUEST_ID_HEADER] = request_id
         try:

@@ -77,6 +77,7 @@ def build_memory(settings: AgentMemorySettings, metrics: AgentMetrics) -> Memory
             agent_identity=settings.agent_identity,
             timeout=settings.timeout_seconds,
             failure_mode=settings.failure_mode,
+            token_file=settings.token_file,
         )
         return RemoteMemory(
             client,

@@ -14,10 +14,12 @@ start with one readable line.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from kaos_core import agent_env as env
+from kaos_core.auth import names as auth_names
 from kaos_core.endpoints import Endpoint, parse_endpoints
 from kaos_core.errors import KaosError
 from kaos_core.memory.contract import FailureMode, Level, levels_up_to
@@ -95,6 +97,7 @@ class AgentMemorySettings:
     top_k: int
     timeout_seconds: float
     require_principal: bool
+    token_file: Path | None = None
 
     @property
     def entitled_levels(self) -> tuple[Level, ...]:
@@ -263,6 +266,14 @@ class AgentSettings(EnvSettings):
         "posture: remote memory needs `AGENT_IDENTITY` (checked at start)",
         default=False,
     )
+    memory_token_file: Path | None = setting(
+        auth_names.AGENT_MEMORY_TOKEN_FILE,
+        "memory",
+        "the pod's projected service-account token for memory (audience `kaos.dev/memory`),"
+        " sent as `X-Agent-Token` on every memory call and re-read when kubelet rotates it;"
+        " needed when the memory service verifies agent identity",
+        default=None,
+    )
 
     autonomous_goal: str | None = setting(
         env.AUTONOMOUS_GOAL, "autonomous", "enables autonomous mode: the goal", default=None
@@ -383,6 +394,7 @@ class AgentSettings(EnvSettings):
             top_k=self.memory_top_k,
             timeout_seconds=self.memory_timeout_seconds,
             require_principal=self.memory_require_principal,
+            token_file=self.memory_token_file,
         )
 
     @property

@@ -10,7 +10,9 @@ stores and the model client they need are still open; then the model client and 
 stores close, and last the local data dir's lock is released. Readiness checks the
 conversation store and the vector store (so it follows PostgreSQL in external mode, and
 comes back by itself when the database does); a model outage never makes the service
-unready. Each component is handed only its group of the settings.
+unready, and neither does the service-account issuer under verified agent identity
+(``kaos_memory.auth``: its keys are fetched on first use). Each component is handed
+only its group of the settings.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from kaos_core.http import READINESS_KEY, REGISTRY_KEY, create_base_app
 
+from kaos_memory.auth import MemoryAuth, add_challenge
 from kaos_memory.compaction import fold_policy
 from kaos_memory.consolidation import ConsolidationPolicy, Consolidator
 from kaos_memory.datadir import exclusive_data_dir
@@ -28,6 +31,7 @@ from kaos_memory.deps import MemoryDeps, conversation_store, default_deps
 from kaos_memory.erasure import Eraser, ErasurePolicy
 from kaos_memory.executor import BackgroundExecutor, RetryPolicy
 from kaos_memory.keys import (
+    AUTH_KEY,
     CONVERSATION_KEY,
     DEPS_KEY,
     EXECUTOR_KEY,
@@ -61,8 +65,23 @@ def create_app(settings: MemorySettings, *, deps: MemoryDeps | None = None) -> w
     app.cleanup_ctx.append(_summarizer_ctx)
     app.cleanup_ctx.append(_executor_ctx)
     app.cleanup_ctx.append(_service_ctx)
+    auth = MemoryAuth.from_settings(settings.auth)
+    if auth is not None:
+        app[AUTH_KEY] = auth
+        app.cleanup_ctx.append(_auth_ctx)
+        app.on_response_prepare.append(add_challenge)
     add_routes(app)
     return app
+
+
+async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
+    # Nothing is dialled here: the issuer's keys are fetched on the first request, so
+    # readiness never waits for the issuer (an unreachable one is a 503 per request).
+    log.info("verified agent identity", extra={"mode": app[SETTINGS_KEY].auth.mode})
+    try:
+        yield
+    finally:
+        await app[AUTH_KEY].close()
 
 
 async def _data_dir_ctx(app: web.Application) -> AsyncIterator[None]:

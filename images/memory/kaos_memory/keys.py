@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from kaos_memory.auth import MemoryAuth
 from kaos_memory.deps import MemoryDeps
 from kaos_memory.executor import BackgroundExecutor
 from kaos_memory.metrics import MemoryMetrics
@@ -18,3 +19,5 @@ CONVERSATION_KEY = web.AppKey("kaos_memory_conversation", ConversationStore)
 LONGTERM_KEY = web.AppKey("kaos_memory_longterm", LongTermStore)
 EXECUTOR_KEY = web.AppKey("kaos_memory_executor", BackgroundExecutor)
 SERVICE_KEY = web.AppKey("kaos_memory_service", MemoryService)
+# Only set when KAOS_MEMORY_AUTH_MODE is not ``off``.
+AUTH_KEY = web.AppKey("kaos_memory_auth", MemoryAuth)

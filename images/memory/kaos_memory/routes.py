@@ -3,6 +3,7 @@
 Everything a request can get wrong is checked before any tier is touched, so a rejected
 request changes nothing: content type and size, JSON shape, identity fields in the body
 (scope and attribution are server-derived only), the wire model, the identity headers.
+Under verified identity (``kaos_memory.auth``) the caller's token is checked first.
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ from kaos_core.memory.contract import (
 from kaos_core.memory.identity import Identity, find_identity_fields, parse_identity
 from pydantic import BaseModel
 
-from kaos_memory.keys import SERVICE_KEY
+from kaos_memory.keys import AUTH_KEY, SERVICE_KEY
 
 M = TypeVar("M", bound=BaseModel)
 
 
 async def _read(request: web.Request, model: type[M]) -> tuple[Identity, M]:
+    auth = request.app.get(AUTH_KEY)
+    # Under verified identity the caller is established before the body is even read.
+    verified = None if auth is None else await auth.identify(request)
     doc = await read_json_object(request)
     found = find_identity_fields(doc, IDENTITY_FIELDS)
     if found:
@@ -38,7 +42,7 @@ async def _read(request: web.Request, model: type[M]) -> tuple[Identity, M]:
             code="identity_in_body",
         )
     body = parse_model(model, doc)
-    return parse_identity(request.headers), body
+    return verified or parse_identity(request.headers), body
 
 
 async def write(request: web.Request) -> web.Response:

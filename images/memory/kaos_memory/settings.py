@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from kaos_core.auth import names
 from kaos_core.memory.contract import FailureMode
 from kaos_core.settings import EnvSettings, SettingsError
 from pydantic import Field, model_validator
 
 ReadCeiling = Literal["session", "agent", "user"]
+AuthMode = Literal["off", "jwks", "tokenreview"]
 
 DEFAULT_COLLECTION = "kaos_memory"
 # Chroma's collection rule (3-63 chars, alphanumerics plus ._-, alphanumeric at both ends)
@@ -42,6 +44,7 @@ GROUPS: dict[str, str] = {
     "posture": "Scope and posture",
     "executor": "Background work and shutdown",
     "consolidation": "Consolidation across replicas",
+    "auth": "Verified agent identity",
 }
 
 
@@ -115,6 +118,21 @@ class PostureSettings:
 
 
 @dataclass(frozen=True)
+class AuthSettings:
+    """How a caller's service-account token is verified, and who may call."""
+
+    mode: AuthMode
+    issuer: str | None
+    jwks_url: str | None
+    api_server: str | None
+    ca_file: Path | None
+    token_file: Path | None
+    leeway: float
+    review_cache_seconds: float
+    callers_file: Path
+
+
+@dataclass(frozen=True)
 class ExecutorSettings:
     workers: int
     queue_size: int
@@ -137,7 +155,7 @@ class MemorySettings(EnvSettings):
 
     Components are handed one concern each: ``.http``, ``.backend`` (the ``storage``
     group; ``storage`` itself is the mode's variable), ``.models``, ``.tiers``,
-    ``.posture``, ``.executor``, ``.consolidation``.
+    ``.posture``, ``.executor``, ``.consolidation``, ``.auth``.
     """
 
     env_prefix: ClassVar[str] = "KAOS_MEMORY_"
@@ -371,9 +389,87 @@ class MemorySettings(EnvSettings):
         le=100_000,
     )
 
+    auth_mode: AuthMode = setting(
+        "auth",
+        "`off`: identity headers are trusted as sent; `jwks`: every `/v1/*` request needs an"
+        " `X-Agent-Token` (the agent's projected service-account token, audience"
+        " `kaos.dev/memory`) verified offline against the service-account issuer's keys;"
+        " `tokenreview`: the same, verified by the API server (TokenReview; sees revoked"
+        " tokens, costs a round trip per token and `KAOS_MEMORY_AUTH_REVIEW_CACHE_SECONDS`)",
+        default="off",
+    )
+    auth_issuer: str | None = setting(
+        "auth",
+        "`jwks` (required there): the cluster's service-account issuer (`iss` of its tokens,"
+        " e.g. `https://kubernetes.default.svc.cluster.local`). Its keys come from"
+        " `KAOS_MEMORY_AUTH_JWKS_URL`, else `<API server>/openid/v1/jwks` when"
+        " `KAOS_MEMORY_AUTH_API_SERVER` is set, else `<issuer>/.well-known/openid-configuration`",
+        default=None,
+    )
+    auth_jwks_url: str | None = setting(
+        "auth",
+        "`jwks`: where to fetch the issuer's keys instead of discovery (e.g."
+        " `https://kubernetes.default.svc/openid/v1/jwks`). Keys are fetched on first use and"
+        " again for an unknown key id at most every 30 s",
+        default=None,
+    )
+    auth_api_server: str | None = setting(
+        "auth",
+        "the API server URL (e.g. `https://kubernetes.default.svc`). `tokenreview` (required"
+        " there) posts TokenReviews to it (the service's ServiceAccount needs"
+        " `system:auth-delegator`); `jwks` fetches the issuer's keys from it",
+        default=None,
+    )
+    auth_ca_file: Path | None = setting(
+        "auth",
+        "CA bundle for the issuer, the JWKS URL and the API server (in a pod:"
+        " `/var/run/secrets/kubernetes.io/serviceaccount/ca.crt`)",
+        default=None,
+        default_doc="system CAs",
+    )
+    auth_token_file: Path | None = setting(
+        "auth",
+        "the service's own token, sent as bearer to the issuer and the API server (re-read"
+        " when it changes; in a pod: `/var/run/secrets/kubernetes.io/serviceaccount/token`)",
+        default=None,
+    )
+    auth_leeway: float = setting(
+        "auth",
+        "seconds of clock skew tolerated on a token's `exp`, `nbf` and `iat` (`jwks`)",
+        default=30.0,
+        ge=0,
+        le=300,
+    )
+    auth_review_cache_seconds: float = setting(
+        "auth",
+        "`tokenreview`: seconds an accepted token's verdict is reused (never past its `exp`)",
+        default=10.0,
+        ge=0,
+        le=300,
+    )
+    callers_file: Path = setting(
+        "auth",
+        "the callers file the operator writes (the agents bound to this store: identity,"
+        " namespace, ServiceAccount), re-read when it changes; a verified token of a"
+        " ServiceAccount not listed is 403, and a missing or invalid file allows nobody",
+        default=Path(names.CALLERS_PATH),
+    )
+
     @model_validator(mode="after")
     def _check(self) -> MemorySettings:
         problems: list[str] = []
+        if self.auth_mode == "jwks" and not self.auth_issuer:
+            problems.append("KAOS_MEMORY_AUTH_MODE=jwks needs KAOS_MEMORY_AUTH_ISSUER")
+        if self.auth_mode == "tokenreview" and not self.auth_api_server:
+            problems.append("KAOS_MEMORY_AUTH_MODE=tokenreview needs KAOS_MEMORY_AUTH_API_SERVER")
+        for variable, url in (
+            ("KAOS_MEMORY_AUTH_ISSUER", self.auth_issuer),
+            ("KAOS_MEMORY_AUTH_JWKS_URL", self.auth_jwks_url),
+            ("KAOS_MEMORY_AUTH_API_SERVER", self.auth_api_server),
+        ):
+            # Keys and TokenReviews (with the service's own bearer token) travel over TLS only.
+            if url is not None and not url.startswith("https://"):
+                problems.append(f"{variable} must be an https:// URL")
         if self.storage == "external" and not self.dsn:
             problems.append("KAOS_MEMORY_STORAGE=external needs KAOS_MEMORY_DSN")
         if not _COLLECTION_RE.match(self.collection):
@@ -473,6 +569,20 @@ class MemorySettings(EnvSettings):
             sweep_interval=self.sweep_interval,
             idle_flush_seconds=self.idle_flush_seconds,
             extraction_max_attempts=self.extraction_max_attempts,
+        )
+
+    @property
+    def auth(self) -> AuthSettings:
+        return AuthSettings(
+            mode=self.auth_mode,
+            issuer=self.auth_issuer,
+            jwks_url=self.auth_jwks_url,
+            api_server=self.auth_api_server,
+            ca_file=self.auth_ca_file,
+            token_file=self.auth_token_file,
+            leeway=self.auth_leeway,
+            review_cache_seconds=self.auth_review_cache_seconds,
+            callers_file=self.callers_file,
         )
 
     @property

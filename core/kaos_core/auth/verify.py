@@ -1,0 +1,518 @@
+"""Verification of Kubernetes service-account tokens: who is calling, proven.
+
+An agent presents its projected, audience-bound token (``names.AGENT_TOKEN_HEADER``); a
+service turns it into a ``VerifiedWorkload`` (namespace, ServiceAccount, and the pod when
+the token is bound to one) or refuses it. Two verifiers share one interface:
+
+- ``JwksVerifier`` (mode ``jwks``) checks the signature offline against the keys the
+  cluster's service-account issuer publishes (a configured JWKS URL, else the API
+  server's ``/openid/v1/jwks`` when an API server is configured, else the issuer's OIDC
+  discovery document). Keys are fetched lazily, cached, and fetched again when a token
+  names an unknown key id, at most once per ``refetch_interval`` (a flood of made-up key
+  ids cannot turn into a flood of fetches). Fast and independent of the API server, but
+  blind to revocation: a token of a deleted pod or ServiceAccount stays valid until it
+  expires (projected tokens live an hour at most, ``names.TOKEN_EXPIRATION_SECONDS``).
+- ``TokenReviewVerifier`` (mode ``tokenreview``) asks the API server
+  (``authentication.k8s.io/v1`` TokenReview with the expected audience): authoritative,
+  revocation included, at the cost of a round trip, which a short cache absorbs.
+
+``Unauthenticated`` (401) is anything wrong with the token itself; ``Forbidden`` (403) a
+valid token whose workload may not do what it asks (decided by the caller, e.g. with the
+callers file); ``VerifierUnavailable`` (503) a verifier that cannot reach its source of
+truth. Tokens are credentials: they are never logged and never echoed in an error.
+
+This module needs the ``pyjwt`` and ``cryptography`` packages (the ``memory`` and
+``agent`` extras); nothing else in ``kaos_core`` imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import ssl
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import aiohttp
+import jwt
+
+from kaos_core import errors
+from kaos_core.auth.tokenfile import TokenFile
+from kaos_core.errors import KaosError
+
+log = logging.getLogger(__name__)
+
+AuthMode = Literal["off", "jwks", "tokenreview"]
+Clock = Callable[[], float]
+JwksSource = Callable[[], Awaitable[Mapping[str, Any]]]
+
+# A projected token is ~1 KB; anything this large is refused before it is parsed.
+MAX_TOKEN_BYTES = 16 * 1024
+# Asymmetric signatures only: never ``none``, never HS* (an HMAC "signed" with the
+# issuer's public key would otherwise verify against it).
+ALLOWED_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"})
+DEFAULT_LEEWAY = 30.0
+KEY_REFETCH_INTERVAL = 30.0
+# After a failed fetch, the next attempt waits this long (an issuer outage must not turn
+# every request into a fetch), but recovery stays quick.
+FAILED_FETCH_RETRY = 1.0
+REVIEW_CACHE_SECONDS = 10.0
+REVIEW_CACHE_ENTRIES = 4096
+FETCH_TIMEOUT = 5.0
+
+_SUBJECT_RE = re.compile(r"^system:serviceaccount:(?P<ns>[^:]+):(?P<sa>[^:]+)$")
+_POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+_POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
+
+
+class Unauthenticated(KaosError):
+    """The token is missing, malformed, forged, expired or meant for someone else."""
+
+    status = 401
+    code = "invalid_token"
+
+
+class Forbidden(errors.Forbidden):
+    """A valid token whose workload may not make this call."""
+
+    code = "caller_not_allowed"
+
+
+class VerifierUnavailable(KaosError):
+    """The issuer's keys or the API server cannot be reached: nobody can be verified."""
+
+    status = 503
+    code = "auth_unavailable"
+
+
+@dataclass(frozen=True)
+class VerifiedWorkload:
+    """The workload a valid token proves: its ServiceAccount, and its pod when bound."""
+
+    namespace: str
+    service_account: str
+    pod_name: str | None = None
+    pod_uid: str | None = None
+    # The token's own expiry (epoch seconds): no cached verdict may outlive it.
+    expires_at: float | None = None
+
+    @property
+    def username(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+
+class TokenVerifier(Protocol):
+    async def verify(self, token: str, audience: str) -> VerifiedWorkload: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class VerifierSettings:
+    """What ``build_verifier`` needs; each service maps its own settings onto it."""
+
+    mode: AuthMode
+    issuer: str | None = None
+    jwks_url: str | None = None
+    api_server: str | None = None
+    ca_file: Path | None = None
+    token_file: Path | None = None
+    leeway: float = DEFAULT_LEEWAY
+    review_cache_seconds: float = REVIEW_CACHE_SECONDS
+
+
+def build_verifier(settings: VerifierSettings, *, clock: Clock = time.time) -> TokenVerifier | None:
+    """The verifier the settings ask for; ``None`` for mode ``off``."""
+    if settings.mode == "off":
+        return None
+    http = HttpsSource(ca_file=settings.ca_file, token_file=settings.token_file)
+    if settings.mode == "jwks":
+        if not settings.issuer:
+            raise ValueError("mode jwks needs an issuer")
+        return JwksVerifier(
+            settings.issuer,
+            source=discovery_source(http, settings.issuer, jwks_url(settings)),
+            leeway=settings.leeway,
+            clock=clock,
+            on_close=http.close,
+        )
+    if not settings.api_server:
+        raise ValueError("mode tokenreview needs an API server URL")
+    return TokenReviewVerifier(
+        http, settings.api_server, cache_seconds=settings.review_cache_seconds, clock=clock
+    )
+
+
+def jwks_url(settings: VerifierSettings) -> str | None:
+    """Where mode ``jwks`` fetches keys without discovery: the configured URL, else the
+    API server's own endpoint for its issuer's keys (served by every API server, reachable
+    in a pod whatever the issuer's name resolves to); ``None``: discover from the issuer."""
+    if settings.jwks_url:
+        return settings.jwks_url
+    if settings.api_server:
+        return settings.api_server.rstrip("/") + "/openid/v1/jwks"
+    return None
+
+
+# ------------------------------------------------------------------------ pure checks
+
+
+def precheck(token: str) -> None:
+    """Refuse what is not even shaped like a JWT, before any parsing."""
+    if len(token) > MAX_TOKEN_BYTES:
+        raise Unauthenticated(f"token is larger than {MAX_TOKEN_BYTES} bytes")
+    if not token.isascii() or token.count(".") != 2 or not all(token.split(".")[:2]):
+        raise Unauthenticated("token is not a JWT (header.payload.signature)")
+
+
+def parse_subject(subject: object) -> tuple[str, str]:
+    """``system:serviceaccount:<ns>:<sa>`` as ``(ns, sa)``; anything else is refused."""
+    match = _SUBJECT_RE.fullmatch(subject) if isinstance(subject, str) else None
+    if match is None:
+        raise Unauthenticated("token subject is not a service account")
+    return match["ns"], match["sa"]
+
+
+def _number(claims: Mapping[str, Any], name: str, *, required: bool) -> float | None:
+    value = claims.get(name)
+    if value is None:
+        if required:
+            raise Unauthenticated(f"token has no '{name}' claim")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Unauthenticated(f"token claim '{name}' is not a number")
+    return float(value)
+
+
+def check_claims(
+    claims: Mapping[str, Any], *, issuer: str, audience: str, now: float, leeway: float
+) -> VerifiedWorkload:
+    """The registered and Kubernetes claims of a token whose signature was verified."""
+    if claims.get("iss") != issuer:
+        raise Unauthenticated("token was issued by another issuer")
+    aud = claims.get("aud")
+    audiences = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+    if audience not in audiences:
+        raise Unauthenticated(f"token is not meant for audience {audience}")
+    exp = _number(claims, "exp", required=True)
+    nbf = _number(claims, "nbf", required=False)
+    iat = _number(claims, "iat", required=True)
+    assert exp is not None and iat is not None
+    if now >= exp + leeway:
+        raise Unauthenticated("token has expired")
+    if nbf is not None and now + leeway < nbf:
+        raise Unauthenticated("token is not valid yet")
+    if now + leeway < iat or exp < iat:
+        raise Unauthenticated("token was issued in the future")
+    namespace, service_account = parse_subject(claims.get("sub"))
+    k8s = claims.get("kubernetes.io")
+    if not isinstance(k8s, dict):
+        raise Unauthenticated("token has no kubernetes.io claims")
+    sa = k8s.get("serviceaccount")
+    if (
+        k8s.get("namespace") != namespace
+        or not isinstance(sa, dict)
+        or sa.get("name") != service_account
+    ):
+        raise Unauthenticated("token subject and kubernetes.io claims disagree")
+    pod = k8s.get("pod")
+    pod_name = pod.get("name") if isinstance(pod, dict) else None
+    pod_uid = pod.get("uid") if isinstance(pod, dict) else None
+    return VerifiedWorkload(
+        namespace=namespace,
+        service_account=service_account,
+        pod_name=pod_name if isinstance(pod_name, str) else None,
+        pod_uid=pod_uid if isinstance(pod_uid, str) else None,
+        expires_at=exp,
+    )
+
+
+# ------------------------------------------------------------------------ HTTPS client
+
+
+class HttpsSource:
+    """HTTPS to the issuer or the API server: the cluster's CA, and the service's own
+    (rotated) token as bearer when a token file is set. The session is made lazily, so
+    nothing is dialled at start (readiness never depends on the issuer)."""
+
+    def __init__(
+        self, *, ca_file: Path | None, token_file: Path | None, timeout: float = FETCH_TIMEOUT
+    ) -> None:
+        self.ca_file = ca_file
+        self.token = TokenFile(token_file) if token_file is not None else None
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            context = ssl.create_default_context(
+                cafile=None if self.ca_file is None else str(self.ca_file)
+            )
+            self._session = aiohttp.ClientSession(
+                timeout=self.timeout, connector=aiohttp.TCPConnector(ssl=context)
+            )
+        return self._session
+
+    def _headers(self) -> dict[str, str]:
+        # The API server serves its keys as ``application/jwk-set+json`` (406 otherwise).
+        headers = {"Accept": "application/json, application/jwk-set+json"}
+        bearer = self.token.read() if self.token is not None else None
+        if bearer:
+            headers["Authorization"] = f"Bearer {bearer}"
+        return headers
+
+    async def request(
+        self, method: str, url: str, body: Mapping[str, Any] | None = None
+    ) -> tuple[int, Any]:
+        """``(status, JSON document)``; transport errors and non-JSON raise
+        ``VerifierUnavailable`` naming the URL (never a credential)."""
+        try:
+            async with self._http().request(
+                method,
+                url,
+                data=None if body is None else json.dumps(body),
+                headers=(
+                    self._headers()
+                    if body is None
+                    else {**self._headers(), "Content-Type": "application/json"}
+                ),
+            ) as resp:
+                status = resp.status
+                doc = await resp.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError, ssl.SSLError) as exc:
+            log.warning("auth backend unreachable", extra={"url": url, "error": type(exc).__name__})
+            raise VerifierUnavailable(f"cannot reach {url} to verify tokens") from exc
+        return status, doc
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def discovery_source(http: HttpsSource, issuer: str, jwks_url: str | None) -> JwksSource:
+    """Fetch the issuer's key set: from ``jwks_url`` when given, else from the
+    ``jwks_uri`` of ``{issuer}/.well-known/openid-configuration``."""
+    resolved: list[str] = [jwks_url] if jwks_url else []
+
+    async def get(url: str) -> Mapping[str, Any]:
+        status, doc = await http.request("GET", url)
+        if status != 200 or not isinstance(doc, dict):
+            log.warning("auth backend refused", extra={"url": url, "status": status})
+            raise VerifierUnavailable(f"{url} answered HTTP {status}")
+        return doc
+
+    async def fetch() -> Mapping[str, Any]:
+        if not resolved:
+            config = await get(issuer.rstrip("/") + "/.well-known/openid-configuration")
+            uri = config.get("jwks_uri")
+            if config.get("issuer") != issuer or not isinstance(uri, str):
+                raise VerifierUnavailable("the issuer's discovery document does not match it")
+            resolved.append(uri)
+        return await get(resolved[0])
+
+    return fetch
+
+
+# ------------------------------------------------------------------------ JWKS mode
+
+
+class JwksVerifier:
+    """Offline verification against the issuer's published keys."""
+
+    def __init__(
+        self,
+        issuer: str,
+        *,
+        source: JwksSource,
+        leeway: float = DEFAULT_LEEWAY,
+        clock: Clock = time.time,
+        refetch_interval: float = KEY_REFETCH_INTERVAL,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.issuer = issuer
+        self.leeway = leeway
+        self._source = source
+        self._clock = clock
+        self._refetch_interval = refetch_interval
+        self._on_close = on_close
+        self._keys: dict[str, jwt.PyJWK] = {}
+        self._fetched = False
+        self._next_fetch = float("-inf")
+        self._lock = asyncio.Lock()
+
+    async def verify(self, token: str, audience: str) -> VerifiedWorkload:
+        precheck(token)
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise Unauthenticated("token header is not valid") from None
+        alg = header.get("alg")
+        if alg not in ALLOWED_ALGORITHMS:
+            raise Unauthenticated(
+                f"token algorithm is not one of {', '.join(sorted(ALLOWED_ALGORITHMS))}"
+            )
+        kid = header.get("kid")
+        key = await self._key(kid if isinstance(kid, str) else None)
+        if key.algorithm_name != alg:
+            raise Unauthenticated("token algorithm does not match its signing key")
+        try:
+            # Signature only: the claims are checked below with the injected clock.
+            claims = jwt.decode(
+                token,
+                key=key.key,
+                algorithms=[alg],
+                options={
+                    "verify_signature": True,
+                    "verify_exp": False,
+                    "verify_nbf": False,
+                    "verify_iat": False,
+                    "verify_aud": False,
+                    "verify_iss": False,
+                    "verify_sub": False,
+                    "verify_jti": False,
+                },
+            )
+        except jwt.PyJWTError:
+            raise Unauthenticated("token signature is not valid") from None
+        return check_claims(
+            claims, issuer=self.issuer, audience=audience, now=self._clock(), leeway=self.leeway
+        )
+
+    async def _key(self, kid: str | None) -> jwt.PyJWK:
+        found = self._lookup(kid)
+        if found is not None:
+            return found
+        async with self._lock:
+            # Another request may have refreshed the keys while this one waited.
+            found = self._lookup(kid)
+            if found is None and self._clock() >= self._next_fetch:
+                await self._refresh()
+                found = self._lookup(kid)
+        if found is not None:
+            return found
+        if not self._fetched:
+            raise VerifierUnavailable("the service-account issuer's keys are not available")
+        raise Unauthenticated("token is signed by an unknown key")
+
+    def _lookup(self, kid: str | None) -> jwt.PyJWK | None:
+        if kid is not None:
+            return self._keys.get(kid)
+        # A token without a key id can only be matched when the issuer has one key.
+        return next(iter(self._keys.values())) if len(self._keys) == 1 else None
+
+    async def _refresh(self) -> None:
+        now = self._clock()
+        try:
+            doc = await self._source()
+        except VerifierUnavailable:
+            self._next_fetch = now + FAILED_FETCH_RETRY
+            raise
+        self._next_fetch = now + self._refetch_interval
+        keys: dict[str, jwt.PyJWK] = {}
+        raw = doc.get("keys")
+        for item in raw if isinstance(raw, list) else []:
+            try:
+                key = jwt.PyJWK(item)
+            except jwt.PyJWTError:
+                continue  # a key of a kind we cannot use (or do not allow) is skipped
+            if key.algorithm_name in ALLOWED_ALGORITHMS and key.public_key_use in (None, "sig"):
+                # A key without an id is only usable when it is the issuer's only key.
+                keys[key.key_id or ""] = key
+        self._keys, self._fetched = keys, True
+        log.info("service-account issuer keys fetched", extra={"keys": len(keys)})
+
+    async def close(self) -> None:
+        if self._on_close is not None:
+            await self._on_close()
+
+
+# ------------------------------------------------------------------------ TokenReview mode
+
+
+class TokenReviewVerifier:
+    """Ask the API server; verdicts are cached briefly (never past the token's expiry)."""
+
+    def __init__(
+        self,
+        http: HttpsSource,
+        api_server: str,
+        *,
+        cache_seconds: float = REVIEW_CACHE_SECONDS,
+        clock: Clock = time.time,
+    ) -> None:
+        self._http = http
+        self._url = api_server.rstrip("/") + "/apis/authentication.k8s.io/v1/tokenreviews"
+        self._cache_seconds = cache_seconds
+        self._clock = clock
+        self._cache: OrderedDict[str, tuple[VerifiedWorkload, float]] = OrderedDict()
+
+    async def verify(self, token: str, audience: str) -> VerifiedWorkload:
+        precheck(token)
+        # The cache is keyed by a digest: the token itself is not kept in memory longer.
+        key = hashlib.sha256(f"{audience}\0{token}".encode()).hexdigest()
+        now = self._clock()
+        cached = self._cache.get(key)
+        if cached is not None and now < cached[1]:
+            return cached[0]
+        workload = await self._review(token, audience)
+        until = now + self._cache_seconds
+        if workload.expires_at is not None:
+            until = min(until, workload.expires_at)
+        self._cache[key] = (workload, until)
+        while len(self._cache) > REVIEW_CACHE_ENTRIES:
+            self._cache.popitem(last=False)
+        return workload
+
+    async def _review(self, token: str, audience: str) -> VerifiedWorkload:
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token, "audiences": [audience]},
+        }
+        status, doc = await self._http.request("POST", self._url, body)
+        if status not in (200, 201) or not isinstance(doc, dict):
+            # Our own credentials or permissions (system:auth-delegator) are wrong.
+            log.warning("TokenReview refused", extra={"status": status})
+            raise VerifierUnavailable(f"the API server refused the TokenReview (HTTP {status})")
+        result = doc.get("status") or {}
+        if not result.get("authenticated"):
+            raise Unauthenticated("token was not accepted by the API server")
+        if audience not in (result.get("audiences") or []):
+            raise Unauthenticated(f"token is not meant for audience {audience}")
+        user = result.get("user") or {}
+        namespace, service_account = parse_subject(user.get("username"))
+        extra = user.get("extra") or {}
+        return VerifiedWorkload(
+            namespace=namespace,
+            service_account=service_account,
+            pod_name=_first(extra.get(_POD_NAME_EXTRA)),
+            pod_uid=_first(extra.get(_POD_UID_EXTRA)),
+            expires_at=_unverified_expiry(token),
+        )
+
+    async def close(self) -> None:
+        await self._http.close()
+
+
+def _first(values: object) -> str | None:
+    if isinstance(values, list) and values and isinstance(values[0], str):
+        return values[0]
+    return None
+
+
+def _unverified_expiry(token: str) -> float | None:
+    # Only bounds the cache: the API server has just verified this very token.
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return None
+    exp = claims.get("exp")
+    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
