@@ -60,9 +60,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]
         svc.stop(timeout=15)
 
 
-async def raw_post(
-    url: str, body: bytes, headers: list[Header] | None = None
-) -> Answer:
+async def raw_post(url: str, body: bytes, headers: list[Header] | None = None) -> Answer:
     """POST ``body`` to ``/mcp`` with ``headers`` added to those MCP needs."""
     mcp = [
         ("Content-Type", b"application/json"),
