@@ -25,6 +25,11 @@ class ReconcileContext(Protocol):
         """A KAOS resource from the cache (``kind`` is its CRD kind)."""
         ...
 
+    def resources_in(self, kind: str, namespace: str) -> list[Obj]:
+        """Every cached KAOS resource of ``kind`` in ``namespace`` (security on: who
+        refers to a resource decides its callers file and NetworkPolicy)."""
+        ...
+
     def live(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
         """An object of an owned type (Deployment, Service...) from the cache."""
         ...

@@ -69,6 +69,8 @@ class Controller:
         self.recorder = EventRecorder(client, settings.leader.identity)
         self.queue = WorkQueue(backoff_base=settings.backoff_base, backoff_max=settings.backoff_max)
         self.index = RefIndex()
+        # Last seen generation of each resource (security on: see _queue_referenced).
+        self._generations: dict[ObjKey, object] = {}
         ns = settings.watch_namespace
         self.resources: dict[str, Informer] = {}
         for model in KINDS:
@@ -94,6 +96,7 @@ class Controller:
         def handle(event: str, obj: Obj) -> None:
             meta = obj["metadata"]
             key: ObjKey = (kind, meta.get("namespace", ""), meta["name"])
+            before = self.index.dependencies(key)
             if event == "DELETED":
                 self.index.remove(key)
             else:
@@ -101,8 +104,32 @@ class Controller:
             self.queue.add(key)
             for dependent in self.index.dependents(key):
                 self.queue.add(dependent)
+            if self._settings.posture.security_enabled:
+                self._queue_referenced(event, key, meta.get("generation"), before)
 
         return handle
+
+    def _queue_referenced(
+        self, event: str, key: ObjKey, generation: object, before: frozenset[ObjKey]
+    ) -> None:
+        """With security on, what a resource refers to depends on who refers to it (a
+        store's callers file lists the Agents bound to it, an Agent's the Agents naming
+        it in ``access``, every NetworkPolicy admits its referrers' pods). So a spec
+        change of a referrer queues what it referred to before and what it refers to
+        now: a revoked grant reaches the old target as surely as a new grant the new
+        one. Status-only changes (same generation, same references) queue nothing.
+        """
+        after = self.index.dependencies(key)
+        if event == "DELETED":
+            self._generations.pop(key, None)
+            changed = True
+        else:
+            seen = self._generations.get(key)
+            self._generations[key] = generation
+            changed = event == "ADDED" or seen != generation or before != after
+        if changed:
+            for ref in before | after:
+                self.queue.add(ref)
 
     def _owned_handler(self, rt: ResourceType) -> Any:
         def handle(event: str, obj: Obj) -> None:
@@ -129,6 +156,9 @@ class Controller:
 
     def resource(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self.resources[kind].get(namespace, name)
+
+    def resources_in(self, kind: str, namespace: str) -> list[Obj]:
+        return [obj for (ns, _), obj in self.resources[kind].cache.items() if ns == namespace]
 
     def live(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
         return self.owned[rt.kind].get(namespace, name)

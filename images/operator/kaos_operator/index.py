@@ -27,5 +27,8 @@ class RefIndex:
         self.set(dependent, frozenset())
         self._deps.pop(dependent, None)
 
+    def dependencies(self, dependent: ObjKey) -> frozenset[ObjKey]:
+        return self._deps.get(dependent, frozenset())
+
     def dependents(self, dep: ObjKey) -> frozenset[ObjKey]:
         return frozenset(self._dependents.get(dep, ()))

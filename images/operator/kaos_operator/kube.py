@@ -66,6 +66,8 @@ SERVICES = ResourceType("", "v1", "services", "Service")
 CONFIGMAPS = ResourceType("", "v1", "configmaps", "ConfigMap")
 PVCS = ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+SERVICEACCOUNTS = ResourceType("", "v1", "serviceaccounts", "ServiceAccount")
+NETWORKPOLICIES = ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = ResourceType("", "v1", "events", "Event")
 NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", namespaced=False)
@@ -74,7 +76,17 @@ CRDS = ResourceType(
 )
 
 # Kinds of the objects the operator creates for its resources.
-OWNED_TYPES: tuple[ResourceType, ...] = (DEPLOYMENTS, SERVICES, CONFIGMAPS, PVCS, PDBS)
+# ServiceAccounts and NetworkPolicies exist only with security on; they are watched either
+# way, so switching security off prunes what an earlier secured run created.
+OWNED_TYPES: tuple[ResourceType, ...] = (
+    DEPLOYMENTS,
+    SERVICES,
+    CONFIGMAPS,
+    PVCS,
+    PDBS,
+    SERVICEACCOUNTS,
+    NETWORKPOLICIES,
+)
 _BY_KIND = {(t.api_version, t.kind): t for t in OWNED_TYPES}
 
 

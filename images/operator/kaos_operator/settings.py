@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 
 import yaml
 from kaos_core import __version__
+from kaos_core.auth.names import DEFAULT_SERVICE_ACCOUNT_ISSUER
 from kaos_core.settings import EnvSettings
 from kubernetes_asyncio.config import ConfigException
 from kubernetes_asyncio.config.kube_config import list_kube_config_contexts
@@ -28,6 +29,9 @@ log = logging.getLogger(__name__)
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+# How memory services verify an agent's token when security is on (``names.AUTH_MODES``
+# minus ``off``, which is what security off means).
+TokenVerification = Literal["jwks", "tokenreview"]
 
 
 def _env(name: str) -> Any:
@@ -40,6 +44,10 @@ class Posture:
 
     security_enabled: bool = False
     user_issuer: str | None = None
+    # Used only with security on: how memory pods verify agents' service-account tokens,
+    # and the issuer those tokens carry (the cluster's --service-account-issuer).
+    token_verification: TokenVerification = "jwks"
+    service_account_issuer: str = DEFAULT_SERVICE_ACCOUNT_ISSUER
 
     @property
     def user_identity(self) -> bool:
@@ -98,6 +106,20 @@ class OperatorSettings(EnvSettings):
 
     security_enabled: bool = Field(default=False, json_schema_extra=_env("KAOS_SECURITY_ENABLED"))
     user_issuer: str | None = Field(default=None, json_schema_extra=_env("KAOS_USER_ISSUER"))
+    token_verification: TokenVerification = Field(
+        default="jwks",
+        description="With security on: how MemoryStore pods verify agents' service-account "
+        "tokens, offline against the issuer's keys (jwks) or by asking the API server "
+        "(tokenreview: the memory pods' ServiceAccount needs create on tokenreviews).",
+        json_schema_extra=_env("KAOS_TOKEN_VERIFICATION"),
+    )
+    service_account_issuer: str = Field(
+        default=DEFAULT_SERVICE_ACCOUNT_ISSUER,
+        min_length=1,
+        description="The cluster's service-account issuer (its --service-account-issuer), "
+        "the `iss` of the agents' projected tokens.",
+        json_schema_extra=_env("KAOS_SERVICE_ACCOUNT_ISSUER"),
+    )
 
     image_agent: str = Field(
         default=f"{_IMAGE_REPO}/kaos-agent:{__version__}",
@@ -154,7 +176,12 @@ class OperatorSettings(EnvSettings):
 
     @property
     def posture(self) -> Posture:
-        return Posture(security_enabled=self.security_enabled, user_issuer=self.user_issuer)
+        return Posture(
+            security_enabled=self.security_enabled,
+            user_issuer=self.user_issuer,
+            token_verification=self.token_verification,
+            service_account_issuer=self.service_account_issuer,
+        )
 
     @property
     def images(self) -> Images:

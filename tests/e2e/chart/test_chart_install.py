@@ -292,6 +292,10 @@ def test_operator_can_do_what_it_needs(installed: Cluster) -> None:
         ("create", "configmaps"),
         ("create", "persistentvolumeclaims"),
         ("create", "poddisruptionbudgets.policy"),
+        ("create", "serviceaccounts"),
+        ("delete", "serviceaccounts"),
+        ("create", "networkpolicies.networking.k8s.io"),
+        ("watch", "networkpolicies.networking.k8s.io"),
         ("create", "events"),
     ):
         assert can_i(installed, verb, resource, *ns), f"{verb} {resource}"
@@ -316,7 +320,9 @@ def test_operator_is_refused_everything_else(installed: Cluster) -> None:
         ("update", "modelapis.kaos.tools", "-n", SAMPLES_NS),
         ("get", "pods", "-n", SAMPLES_NS),
         ("create", "pods", "-n", SAMPLES_NS),
-        ("create", "serviceaccounts", "-n", SAMPLES_NS),
+        # It creates Agents' ServiceAccounts but can mint no token of any of them.
+        # (kubectl reads "serviceaccounts/token" as a ServiceAccount named token.)
+        ("create", "serviceaccounts", "--subresource=token", "-n", SAMPLES_NS),
         ("create", "rolebindings.rbac.authorization.k8s.io", "-n", SAMPLES_NS),
         ("create", "clusterroles.rbac.authorization.k8s.io"),
         ("delete", "customresourcedefinitions.apiextensions.k8s.io"),
@@ -328,7 +334,7 @@ def test_operator_is_refused_everything_else(installed: Cluster) -> None:
         # kube-system: no secrets, pods, leases or service accounts.
         ("get", "pods", "-n", "kube-system"),
         ("update", "leases.coordination.k8s.io/kube-controller-manager", "-n", "kube-system"),
-        ("create", "serviceaccounts/token", "-n", "kube-system"),
+        ("create", "serviceaccounts", "--subresource=token", "-n", "kube-system"),
     ]
     allowed = [r for r in refused if can_i(installed, *r)]
     assert allowed == []

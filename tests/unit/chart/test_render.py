@@ -94,6 +94,8 @@ def test_operator_settings_come_from_the_configmap_and_env(helm: Helm) -> None:
     assert config == {
         "KAOS_SECURITY_ENABLED": "false",
         "KAOS_USER_ISSUER": "",
+        "KAOS_TOKEN_VERIFICATION": "jwks",
+        "KAOS_SERVICE_ACCOUNT_ISSUER": "https://kubernetes.default.svc.cluster.local",
         "KAOS_IMAGE_OPERATOR": f"ghcr.io/kaos-tools/kaos-operator:{APP_VERSION}",
         "KAOS_IMAGE_MEMORY": f"ghcr.io/kaos-tools/kaos-memory:{APP_VERSION}",
         "KAOS_IMAGE_AGENT": f"ghcr.io/kaos-tools/kaos-agent:{APP_VERSION}",
@@ -149,11 +151,60 @@ def test_cluster_role_grants_only_what_the_operator_uses(helm: Helm) -> None:
         ("", "services"): crud,
         ("", "configmaps"): crud,
         ("", "persistentvolumeclaims"): crud,
+        # One identity per Agent and the NetworkPolicies of the secured posture.
+        ("", "serviceaccounts"): crud,
+        ("networking.k8s.io", "networkpolicies"): crud,
         ("policy", "poddisruptionbudgets"): crud,
         ("", "events"): {"create"},
     }
     assert grants == expected
     assert not any("resourceNames" in rule for rule in role["rules"])
+    # Still no Secrets, no tokens of the ServiceAccounts it creates, no RBAC.
+    assert not {r for _, r in grants} & {"secrets", "serviceaccounts/token"}
+    assert not any(group == "rbac.authorization.k8s.io" for group, _ in grants)
+
+
+def test_token_verification_and_issuer_reach_the_configmap(helm: Helm) -> None:
+    objects = helm.template(
+        "posture.securityEnabled=true",
+        "posture.tokenVerification=tokenreview",
+        "posture.serviceAccountIssuer=https://oidc.example.test/cluster",
+    )
+    config = find_object(objects, "ConfigMap", "kaos-operator")["data"]
+
+    assert config["KAOS_TOKEN_VERIFICATION"] == "tokenreview"
+    assert config["KAOS_SERVICE_ACCOUNT_ISSUER"] == "https://oidc.example.test/cluster"
+
+
+def test_tokenreview_rbac_only_when_chosen_with_security(helm: Helm) -> None:
+    def tokenreview_objects(*sets: str) -> set[str]:
+        return {k for k in kinds(helm.template(*sets)) if "tokenreview" in k}
+
+    assert tokenreview_objects() == set()
+    assert tokenreview_objects("posture.securityEnabled=true") == set()
+    assert tokenreview_objects("posture.tokenVerification=tokenreview") == set()
+    assert tokenreview_objects(
+        "posture.securityEnabled=true", "posture.tokenVerification=tokenreview"
+    ) == {"ClusterRole/kaos-memory-tokenreview"}
+
+    objects = helm.template(
+        "posture.securityEnabled=true",
+        "posture.tokenVerification=tokenreview",
+        "operator.watchNamespace=team-a",
+    )
+    role = find_object(objects, "ClusterRole", "kaos-memory-tokenreview")
+    assert role["rules"] == [
+        {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"],
+            "verbs": ["create"],
+        }
+    ]
+    binding = find_object(objects, "ClusterRoleBinding", "kaos-memory-tokenreview-team-a")
+    assert binding["roleRef"]["name"] == "kaos-memory-tokenreview"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "default", "namespace": "team-a"}
+    ]
 
 
 def test_leader_election_lease_is_restricted_by_name(helm: Helm) -> None:

@@ -33,6 +33,8 @@ def failure(helm: Helm, *sets: str) -> str:
             "at '/posture/securityEnabled': got string, want boolean",
         ),
         ("posture.userIssuer=http://insecure.example.com", "at '/posture/userIssuer'"),
+        ("posture.tokenVerification=trust-me", "at '/posture/tokenVerification': value must be"),
+        ("posture.serviceAccountIssuer=http://plain.example", "at '/posture/serviceAccountIssuer'"),
         ("operatr.replicas=1", "at '': additional properties 'operatr' not allowed"),
         ("images.pullPolicy=Sometimes", "at '/images/pullPolicy': value must be one of"),
         ("operator.logLevel=LOUD", "at '/operator/logLevel'"),

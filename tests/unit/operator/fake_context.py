@@ -67,6 +67,9 @@ class FakeContext:
     def resource(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self.resources.get((kind, namespace, name))
 
+    def resources_in(self, kind: str, namespace: str) -> list[Obj]:
+        return [o for (k, ns, _), o in self.resources.items() if (k, ns) == (kind, namespace)]
+
     def live(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
         return self.objects.get((rt.kind, namespace, name))
 

@@ -16,6 +16,7 @@ from kaos_core.endpoints import format_endpoints
 from kaos_core.memory.contract import scope_rank
 from kaos_core.memory.identity import agent_identity
 
+from kaos_operator.desired import security
 from kaos_operator.desired.common import (
     AGENT_PORT,
     Endpoint,
@@ -48,6 +49,8 @@ class AgentContext:
     listen_host: str = "0.0.0.0"
     listen_port: int = AGENT_PORT
     public_url: str | None = None
+    # With security on: the Agents allowed to call this one (``security.callers_of_agent``).
+    callers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,26 +153,47 @@ def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
 
 def agent_deployment(agent: Agent, ctx: AgentContext) -> Obj:
     spec = agent.spec
+    secured = ctx.posture.security_enabled
+    env = agent_env(agent, ctx)
+    if secured:
+        # Pod paths, so here and not in agent_env (a local stack has no such mounts).
+        env.update(security.agent_security_env())
     main = container(
         "agent",
         spec.image or ctx.images.agent,
         ctx.images.pull_policy,
         port=AGENT_PORT,
         command=["kaos-agent"],
-        env=env_list(agent_env(agent, ctx)),
+        env=env_list(env),
         resources=spec.resources,
         readiness=http_probe("/readyz"),
         liveness=http_probe("/healthz"),
+        volume_mounts=[security.token_mount(), security.callers_mount()] if secured else None,
         security=restricted_security_context(),
     )
     return deployment(
         agent,
         container=main,
         replicas=spec.replicas,
+        volumes=[security.token_volume(), security.callers_volume(agent.name)] if secured else None,
         pod_security={"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        service_account=security.agent_service_account(agent.name) if secured else None,
     )
 
 
 def desired_agent_objects(agent: Agent, ctx: AgentContext) -> list[Obj]:
-    """The Deployment and Service of an Agent, owned by it."""
-    return [agent_deployment(agent, ctx), service(agent, AGENT_PORT)]
+    """The Deployment and Service of an Agent, owned by it; with security on also its
+    ServiceAccount, callers ConfigMap and NetworkPolicy."""
+    objects = [agent_deployment(agent, ctx), service(agent, AGENT_PORT)]
+    if ctx.posture.security_enabled:
+        objects += [
+            security.service_account(agent),
+            security.callers_config_map(agent, ctx.callers),
+            security.network_policy(
+                agent,
+                AGENT_PORT,
+                {"Agent": ctx.callers},
+                from_anywhere=agent.spec.agent_network.expose,
+            ),
+        ]
+    return objects

@@ -118,8 +118,13 @@ def deployment(
     pod_annotations: Mapping[str, str] | None = None,
     pod_security: Obj | None = None,
     affinity: Obj | None = None,
+    service_account: str | None = None,
 ) -> Obj:
     pod_spec: Obj = {"containers": [container]}
+    if service_account is not None:
+        # Its own identity, and only the tokens the pod mounts explicitly.
+        pod_spec["serviceAccountName"] = service_account
+        pod_spec["automountServiceAccountToken"] = False
     if pod_security is not None:
         pod_spec["securityContext"] = pod_security
     if volumes:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kaos_core import agent_env as names
 from kaos_core.crds.mcpserver import MCPServer
 
+from kaos_operator.desired import security
 from kaos_operator.desired.common import (
     MCP_PATH,
     MCP_PORT,
@@ -18,12 +19,15 @@ from kaos_operator.desired.common import (
     service,
     service_url,
 )
-from kaos_operator.settings import Images
+from kaos_operator.settings import Images, Posture
 
 
 @dataclass(frozen=True)
 class McpContext:
     images: Images
+    posture: Posture = field(default_factory=Posture)
+    # With security on: the Agents that list the server (``security.agents_using_mcp``).
+    clients: tuple[str, ...] = ()
 
 
 def mcp_endpoint(namespace: str, name: str) -> str:
@@ -71,7 +75,7 @@ def desired_mcpserver_objects(server: MCPServer, ctx: McpContext) -> list[Obj]:
         readiness={"tcpSocket": {"port": "http"}, "periodSeconds": 10},
         security=restricted_security_context(),
     )
-    return [
+    objects = [
         deployment(
             server,
             container=main,
@@ -80,3 +84,6 @@ def desired_mcpserver_objects(server: MCPServer, ctx: McpContext) -> list[Obj]:
         ),
         service(server, MCP_PORT),
     ]
+    if ctx.posture.security_enabled:
+        objects.append(security.network_policy(server, MCP_PORT, {"Agent": ctx.clients}))
+    return objects

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kaos_core.crds.memorystore import MemoryStore
 
+from kaos_operator.desired import security
 from kaos_operator.desired.common import (
     MEMORY_PORT,
     NONROOT_UID,
@@ -45,6 +46,8 @@ class MemoryStoreContext:
     listen_host: str = "0.0.0.0"
     listen_port: int = MEMORY_PORT
     data_dir: str = DATA_DIR
+    # With security on: the Agents bound to the store (``security.agents_bound_to``).
+    callers: tuple[str, ...] = ()
 
 
 def memory_store_endpoint(namespace: str, name: str) -> str:
@@ -140,7 +143,12 @@ def _spread(store: MemoryStore) -> Obj:
 def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
     spec = store.spec
     local = spec.storage.type == "local"
-    env = env_list(memory_store_env(store, ctx))
+    secured = ctx.posture.security_enabled
+    values = memory_store_env(store, ctx)
+    if secured:
+        # Pod paths and the in-cluster API server, so here and not in memory_store_env.
+        values.update(security.memory_security_env(ctx.posture))
+    env = env_list(values)
     if not local and spec.storage.connection_secret is not None:
         ref = spec.storage.connection_secret
         env.append(
@@ -162,15 +170,20 @@ def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
         resources=spec.resources,
         readiness=http_probe("/readyz"),
         liveness=http_probe("/healthz"),
-        volume_mounts=[{"name": "data", "mountPath": ctx.data_dir}],
+        volume_mounts=[
+            {"name": "data", "mountPath": ctx.data_dir},
+            *([security.callers_mount()] if secured else []),
+        ],
         security=restricted_security_context(),
     )
     replicas = spec.effective_replicas()
+    # The pod keeps its namespace's default ServiceAccount and token: it needs them to
+    # fetch the issuer's keys (jwks) or to send TokenReviews.
     return deployment(
         store,
         container=main,
         replicas=replicas,
-        volumes=[volume],
+        volumes=[volume, *([security.callers_volume(store.name)] if secured else [])],
         strategy="Recreate" if local else "RollingUpdate",
         pod_security={
             "runAsNonRoot": True,
@@ -188,4 +201,9 @@ def desired_memorystore_objects(store: MemoryStore, ctx: MemoryStoreContext) -> 
         objects.append(_pvc(store))
     if store.spec.effective_replicas() >= 2:
         objects.append(_pdb(store))
+    if ctx.posture.security_enabled:
+        objects += [
+            security.callers_config_map(store, ctx.callers),
+            security.network_policy(store, MEMORY_PORT, {"Agent": ctx.callers}),
+        ]
     return objects

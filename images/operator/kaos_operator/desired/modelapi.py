@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 from kaos_core.crds.modelapi import ModelAPI
 
+from kaos_operator.desired import security
 from kaos_operator.desired.common import (
     LITELLM_PORT,
     OLLAMA_PORT,
@@ -21,7 +22,7 @@ from kaos_operator.desired.common import (
     service,
     service_url,
 )
-from kaos_operator.settings import Images
+from kaos_operator.settings import Images, Posture
 
 LITELLM_CONFIG_DIR = "/etc/litellm"
 API_KEY_ENV = "MODEL_API_KEY"
@@ -38,6 +39,11 @@ OLLAMA_SCRIPT = (
 @dataclass(frozen=True)
 class ModelAPIContext:
     images: Images
+    posture: Posture = field(default_factory=Posture)
+    # With security on: who calls it (``security.agents_using_model_api`` and
+    # ``security.stores_using_model_api``).
+    agent_clients: tuple[str, ...] = ()
+    store_clients: tuple[str, ...] = ()
 
 
 def model_api_port(api: ModelAPI) -> int:
@@ -143,6 +149,8 @@ def _hosted_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
 
 
 def desired_modelapi_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
-    if api.spec.mode == "Proxy":
-        return _proxy_objects(api, ctx)
-    return _hosted_objects(api, ctx)
+    objects = _proxy_objects(api, ctx) if api.spec.mode == "Proxy" else _hosted_objects(api, ctx)
+    if ctx.posture.security_enabled:
+        sources = {"Agent": ctx.agent_clients, "MemoryStore": ctx.store_clients}
+        objects.append(security.network_policy(api, model_api_port(api), sources))
+    return objects

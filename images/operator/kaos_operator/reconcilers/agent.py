@@ -9,7 +9,7 @@ from kaos_core import agent_env as names
 from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 from kaos_core.crds.agent import ReadScope
 
-from kaos_operator.desired import AgentContext, Endpoint, desired_agent_objects
+from kaos_operator.desired import AgentContext, Endpoint, desired_agent_objects, security
 from kaos_operator.desired.agent import agent_endpoint, agent_refusal, memory_mode
 from kaos_operator.desired.mcpserver import mcp_endpoint
 from kaos_operator.desired.memorystore import memory_store_endpoint
@@ -98,6 +98,12 @@ class AgentReconciler(Reconciler[Agent]):
                 out.problems.append(out.store_problem)
         return out
 
+    def callers(self, agent: Agent) -> tuple[str, ...]:
+        if not self.ctx.settings.posture.security_enabled:
+            return ()
+        peers = self.valid_resources(Agent, agent.namespace)
+        return tuple(security.callers_of_agent(agent.name, peers))
+
     async def sync(self, res: Agent, status: StatusBuilder) -> None:
         agent, settings = res, self.ctx.settings
         status.fields["endpoint"] = agent_endpoint(agent.namespace, agent.name)
@@ -146,6 +152,7 @@ class AgentReconciler(Reconciler[Agent]):
             sub_agents=tuple(found.peers),
             memory_endpoint=found.store_endpoint,
             store_ceiling=found.store_ceiling,
+            callers=self.callers(agent),
         )
         if not await self.converge(agent, desired_agent_objects(agent, ctx), status):
             return

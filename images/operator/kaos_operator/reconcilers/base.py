@@ -37,6 +37,7 @@ from kaos_operator.status import Clock, StatusBuilder, retrying_status, status_d
 log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=CustomObject)
+M = TypeVar("M", bound=CustomObject)
 
 
 class Outcome(enum.StrEnum):
@@ -169,6 +170,17 @@ class Reconciler(ABC, Generic[R]):
         return outcome
 
     # -- what kinds share ---------------------------------------------------------------
+
+    def valid_resources(self, model: type[M], namespace: str) -> list[M]:
+        """The resources of ``model``'s kind in ``namespace`` that match the model (an
+        invalid one refers to nothing until it is fixed, and reports that itself)."""
+        out = []
+        for raw in self.ctx.resources_in(model.info.kind, namespace):
+            try:
+                out.append(model.model_validate(raw))
+            except ValidationError:
+                continue
+        return out
 
     def owned_deployment(self, res: CustomObject) -> Obj | None:
         dep = self.ctx.live(DEPLOYMENTS, res.namespace, res.name)

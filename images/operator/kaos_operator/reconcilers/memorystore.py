@@ -3,9 +3,9 @@ when its Deployment is available."""
 
 from __future__ import annotations
 
-from kaos_core.crds import MemoryStore, ModelAPI, reasons
+from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 
-from kaos_operator.desired import MemoryStoreContext, desired_memorystore_objects
+from kaos_operator.desired import MemoryStoreContext, desired_memorystore_objects, security
 from kaos_operator.desired.memorystore import memory_store_endpoint
 from kaos_operator.desired.modelapi import model_api_endpoint
 from kaos_operator.reconcilers.base import Reconciler, deployment_state
@@ -32,13 +32,16 @@ class MemoryStoreReconciler(Reconciler[MemoryStore]):
         api = ModelAPI.model_validate(api_raw)
         served = api.status.models or api.spec.served_models()
         default_model = served[0] if served else ""
-        settings = self.ctx.settings
+        settings, ns = self.ctx.settings, res.namespace
         ctx = MemoryStoreContext(
             images=settings.images,
             posture=settings.posture,
             model_api_url=api.status.endpoint or model_api_endpoint(api),
             summarization_model=roles.summarization.model or default_model,
             embedding_model=roles.embedding.model or default_model,
+            callers=tuple(security.agents_bound_to(res.name, self.valid_resources(Agent, ns)))
+            if settings.posture.security_enabled
+            else (),
         )
         if await self.converge(res, desired_memorystore_objects(res, ctx), status):
             dep = deployment_state(self.owned_deployment(res))

@@ -3,9 +3,11 @@ go into status for Agents and MemoryStores to read."""
 
 from __future__ import annotations
 
-from kaos_core.crds import ModelAPI
+from dataclasses import replace
 
-from kaos_operator.desired import ModelAPIContext, desired_modelapi_objects
+from kaos_core.crds import Agent, MemoryStore, ModelAPI
+
+from kaos_operator.desired import ModelAPIContext, desired_modelapi_objects, security
 from kaos_operator.desired.modelapi import model_api_endpoint
 from kaos_operator.reconcilers.base import Reconciler, deployment_state
 from kaos_operator.status import StatusBuilder
@@ -17,6 +19,15 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
     async def sync(self, res: ModelAPI, status: StatusBuilder) -> None:
         status.fields["endpoint"] = model_api_endpoint(res)
         status.fields["models"] = res.spec.served_models()
-        ctx = ModelAPIContext(images=self.ctx.settings.images)
+        settings, ns = self.ctx.settings, res.namespace
+        ctx = ModelAPIContext(images=settings.images, posture=settings.posture)
+        if settings.posture.security_enabled:
+            agents = self.valid_resources(Agent, ns)
+            stores = self.valid_resources(MemoryStore, ns)
+            ctx = replace(
+                ctx,
+                agent_clients=tuple(security.agents_using_model_api(res.name, agents)),
+                store_clients=tuple(security.stores_using_model_api(res.name, stores)),
+            )
         if await self.converge(res, desired_modelapi_objects(res, ctx), status):
             self.workload_status(status, deployment_state(self.owned_deployment(res)))
