@@ -11,6 +11,7 @@ delay: so a test can tell which calls started after a point in time). All state 
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import time
 from collections import Counter, deque
@@ -188,7 +189,7 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
         digest_words=state.settings.digest_max_words,
     )
     if generation == state.generation:
-        _count_answer(state, req, ans, received_at)
+        _count_answer(state, req, ans, received_at, _fingerprint(request))
     completion = Completion(
         id=f"chatcmpl-devmodel-{next(state.ids)}",
         created=int(time.time()),
@@ -214,7 +215,20 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _count_answer(state: DevModelState, req: ChatRequest, ans: Answer, received_at: float) -> None:
+def _fingerprint(request: web.Request) -> str | None:
+    """SHA-256 of the ``Authorization`` header: a test can check which credential a client
+    sent without the server keeping or showing it."""
+    value = request.headers.get("Authorization")
+    return None if value is None else hashlib.sha256(value.encode()).hexdigest()
+
+
+def _count_answer(
+    state: DevModelState,
+    req: ChatRequest,
+    ans: Answer,
+    received_at: float,
+    authorization: str | None,
+) -> None:
     state.stats["chat"] += 1
     state.stats[ans.kind] += 1
     state.answers_metric.labels(ans.kind).inc()
@@ -222,6 +236,7 @@ def _count_answer(state: DevModelState, req: ChatRequest, ans: Answer, received_
         {
             "kind": ans.kind,
             "received_at": received_at,
+            "authorization_sha256": authorization,
             "model": req.model,
             "stream": req.stream,
             "tools": sorted(req.offered_tools()),

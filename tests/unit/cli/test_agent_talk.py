@@ -5,6 +5,7 @@ executable. ``chat`` runs in a pseudo-terminal as a person would use it."""
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import pty
@@ -243,3 +244,49 @@ def test_a2a_running_task_is_listed_then_cancelled(
     assert rows(cancel.stdout)[1][:3] == [task_id, "s-run", "CANCELED"]
     after = kaos_json("a2a", "get", "slow", task_id, *url)
     assert after["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+def _bearer_sha256(token: str) -> str:
+    return hashlib.sha256(f"Bearer {token}".encode()).hexdigest()
+
+
+def test_token_reaches_the_endpoint_from_the_flag_the_environment_and_chat(
+    devmodel: DevModel,
+) -> None:
+    """``--token`` (or ``KAOS_TOKEN``) goes out as ``Authorization: Bearer``. The endpoint
+    here is the project's OpenAI-compatible model server, which the CLI speaks to exactly
+    as to an agent, and which records only a fingerprint of the header it received."""
+    url = ["--url", devmodel.url]
+    flag = kaos("agent", "invoke", "any", "with a flag", *url, "--token", "tok-flag")
+    assert flag.returncode == 0, flag.stderr
+    env = subprocess.run(
+        [KAOS, "agent", "invoke", "any", "from the environment", *url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "KAOS_TOKEN": "tok-env"},
+    )
+    assert env.returncode == 0, env.stderr
+    without = kaos("agent", "invoke", "any", "without", *url)
+    assert without.returncode == 0, without.stderr
+
+    term = Terminal([KAOS, "agent", "chat", "any", *url, "--token", "tok-chat"])
+    try:
+        term.read_until("you> ")
+        term.type("in a chat")
+        term.read_until("Echo: in a chat")
+        term.type("/exit")
+        assert term.close() == 0
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+            term.proc.wait()
+
+    seen = {
+        r["messages"][-1]["content"]: r.get("authorization_sha256") for r in devmodel.requests()
+    }
+    assert seen["with a flag"] == _bearer_sha256("tok-flag")
+    assert seen["from the environment"] == _bearer_sha256("tok-env")
+    assert seen["without"] is None
+    assert seen["in a chat"] == _bearer_sha256("tok-chat")
