@@ -61,3 +61,23 @@ IN_CLUSTER_CA_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 IN_CLUSTER_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 # The issuer of a cluster that sets no --service-account-issuer of its own.
 DEFAULT_SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+# Agent: how it verifies the token of an agent delegating to it (audience
+# ``AGENT_AUDIENCE``) when security is on; the same modes and meanings as the memory
+# service's. Set by the operator in every Agent pod from the posture.
+AGENT_AUTH_MODE = "AGENT_AUTH_MODE"
+AGENT_AUTH_ISSUER = "AGENT_AUTH_ISSUER"
+AGENT_AUTH_JWKS_URL = "AGENT_AUTH_JWKS_URL"
+AGENT_AUTH_API_SERVER = "AGENT_AUTH_API_SERVER"
+AGENT_AUTH_CA_FILE = "AGENT_AUTH_CA_FILE"
+AGENT_AUTH_TOKEN_FILE = "AGENT_AUTH_TOKEN_FILE"
+AGENT_AUTH_LEEWAY = "AGENT_AUTH_LEEWAY"
+AGENT_AUTH_REVIEW_CACHE_SECONDS = "AGENT_AUTH_REVIEW_CACHE_SECONDS"
+
+# Agent pod: its API-server credentials for that verification (an Agent pod has no
+# automounted token). A third source of the projected token volume: a token with the API
+# server's own audience, and the cluster CA from the ``kube-root-ca.crt`` ConfigMap every
+# namespace has.
+API_TOKEN_PATH = f"{TOKEN_DIR}/api/token"
+API_CA_PATH = f"{TOKEN_DIR}/api/ca.crt"
+KUBE_ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"

@@ -3,10 +3,10 @@
 ``create_app(settings, deps=AgentDeps(...))`` builds the graph; every part ``deps``
 leaves out is built from the settings, and tests hand in their own (a model, a memory
 backend, toolsets, the peers' HTTP session, the autonomous loop's sleep). Everything
-with a lifetime (the peer HTTP session, the memory backend, the A2A task store, the
-autonomous loop) is created and closed by ``cleanup_ctx`` generators, in that order, so
-shutdown closes only what started; a part handed in through ``deps`` belongs to the
-caller and is not closed here.
+with a lifetime (the verifier of delegating agents, the peer HTTP session, the memory
+backend, the A2A task store, the autonomous loop) is created and closed by
+``cleanup_ctx`` generators, in that order, so shutdown closes only what started; a part
+handed in through ``deps`` belongs to the caller and is not closed here.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from kaos_agent.a2a.card import CardBuilder
 from kaos_agent.a2a.server import A2AServer
 from kaos_agent.a2a.tasks import TaskStore
+from kaos_agent.auth import AgentAuth
 from kaos_agent.autonomous import Sleep, autonomous_loop
 from kaos_agent.chat import chat_completions
 from kaos_agent.context import RunDeps
@@ -67,6 +68,8 @@ MEMORY_KEY = web.AppKey("agent_memory", Memory)
 RUNTIME_KEY = web.AppKey("agent_runtime", AgentRuntime)
 A2A_KEY = web.AppKey("agent_a2a", A2AServer)
 CARD_KEY = web.AppKey("agent_card", CardBuilder)
+# Verification of delegating agents; ``None`` with AGENT_AUTH_MODE=off.
+AUTH_KEY: web.AppKey[AgentAuth | None] = web.AppKey("agent_auth")
 
 
 def build_memory(settings: AgentMemorySettings, metrics: AgentMetrics) -> Memory:
@@ -97,6 +100,7 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
     app[SETTINGS_KEY] = settings
     app[DEPS_KEY] = deps or AgentDeps()
     app[METRICS_KEY] = AgentMetrics.create(app[REGISTRY_KEY])
+    app.cleanup_ctx.append(_auth_ctx)
     app.cleanup_ctx.append(_peers_ctx)
     app.cleanup_ctx.append(_memory_ctx)
     app.cleanup_ctx.append(_runtime_ctx)
@@ -111,11 +115,24 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
     return app
 
 
+async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
+    auth = AgentAuth.from_settings(app[SETTINGS_KEY].auth)
+    app[AUTH_KEY] = auth
+    try:
+        yield
+    finally:
+        if auth is not None:
+            await auth.close()
+
+
 async def _peers_ctx(app: web.Application) -> AsyncIterator[None]:
     given = app[DEPS_KEY].peer_http
     http = given or aiohttp.ClientSession()
     try:
-        app[PEERS_KEY] = PeerClient(http, timeout=app[SETTINGS_KEY].delegation.timeout_seconds)
+        delegation = app[SETTINGS_KEY].delegation
+        app[PEERS_KEY] = PeerClient(
+            http, timeout=delegation.timeout_seconds, token_file=delegation.token_file
+        )
         yield
     finally:
         if given is None:
@@ -160,7 +177,7 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
     tasks = TaskStore()
     try:
         app[RUNTIME_KEY] = runtime
-        app[A2A_KEY] = A2AServer(runtime, tasks)
+        app[A2A_KEY] = A2AServer(runtime, tasks, auth=app[AUTH_KEY])
         listed: list[tuple[str, MCPToolset[RunDeps]]] = [
             (t.label_text.removeprefix("mcp:"), t.wrapped)
             for t in tools
@@ -190,7 +207,8 @@ async def _autonomous_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _chat(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS_KEY]
-    return await chat_completions(request, request.app[RUNTIME_KEY], settings.name)
+    runtime, auth = request.app[RUNTIME_KEY], request.app[AUTH_KEY]
+    return await chat_completions(request, runtime, settings.name, auth)
 
 
 async def _models(request: web.Request) -> web.Response:

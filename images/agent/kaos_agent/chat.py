@@ -6,6 +6,9 @@ caller's own history and are replayed only when memory holds nothing for the ses
 minted and returned in the same header when absent), the principal from ``X-Principal``,
 the delegation depth from ``X-KAOS-Delegation-Depth``. ``stream: true`` answers
 ``chat.completion.chunk`` server-sent events ending with ``data: [DONE]``.
+
+With agent identity verified (``kaos_agent.auth``), a delegating agent's token is checked
+before the body is read; a refusal is a JSON error (401 with ``WWW-Authenticate``, 403).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from kaos_core.memory.contract import Role
 from kaos_core.memory.identity import SESSION_HEADER
 from pydantic import BaseModel, ConfigDict, Field
 
+from kaos_agent.auth import AgentAuth, challenge
 from kaos_agent.context import RunDeps, run_context
 from kaos_agent.memory.turns import history_from_request
 from kaos_agent.runner import AgentRuntime, StreamState
@@ -75,8 +79,17 @@ def _completion_id() -> str:
 
 
 async def chat_completions(
-    request: web.Request, runtime: AgentRuntime, model_name: str
+    request: web.Request, runtime: AgentRuntime, model_name: str, auth: AgentAuth | None = None
 ) -> web.StreamResponse:
+    if auth is not None:
+        try:
+            await auth.check(request.headers)
+        except KaosError as exc:
+            return web.json_response(
+                error_body(exc.code, exc.message, request_id(request)),
+                status=exc.status,
+                headers=challenge(exc),
+            )
     doc = await read_json_object(request)
     body = parse_model(ChatRequest, doc)
     last = body.messages[-1]

@@ -6,6 +6,11 @@ the same message goes to its OpenAI-compatible ``/v1/chat/completions``. Both ca
 caller's principal, session and the next delegation depth as headers (A2A also in the
 message metadata); a call that would exceed ``MAX_DELEGATION_DEPTH`` is refused before
 any request, so two agents that list each other cannot loop forever.
+
+With a peer token file (``AGENT_PEER_TOKEN_FILE``, the pod's projected token of audience
+``kaos.dev/agent``) both transports also carry it as ``X-Agent-Token``, read through
+``TokenFile`` on every call because kubelet rotates it; a configured file that is missing
+or empty fails the delegation before any request (the peer would refuse it anyway).
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
+from kaos_core.auth.names import AGENT_PEER_TOKEN_FILE, AGENT_TOKEN_HEADER
+from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.endpoints import Endpoint
 from kaos_core.http.failures import describe_failure
 from kaos_core.http.middleware import REQUEST_ID_HEADER
@@ -78,13 +86,23 @@ def _parts_text(parts: list[dict[str, Any]]) -> str:
 class PeerClient:
     """Sends one message to one peer agent and returns its answer text."""
 
-    def __init__(self, http: aiohttp.ClientSession, *, timeout: float) -> None:
+    def __init__(
+        self, http: aiohttp.ClientSession, *, timeout: float, token_file: Path | None = None
+    ) -> None:
         self._http = http
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._token = None if token_file is None else TokenFile(token_file)
 
     async def ask(self, peer: Endpoint, message: str, deps: RunDeps, depth: int) -> tuple[str, str]:
         """Answer text and the transport used (``a2a`` or ``chat``)."""
         headers = delegation_headers(deps, depth)
+        if self._token is not None:
+            token = self._token.read()
+            if token is None:
+                raise PeerUnavailable(
+                    f"no token to present ({AGENT_PEER_TOKEN_FILE} is missing or empty)"
+                )
+            headers[AGENT_TOKEN_HEADER] = token
         try:
             return await self._a2a(peer, message, deps, depth, headers), "a2a"
         except NoA2A as exc:

@@ -3,8 +3,8 @@
 Variable names come from ``kaos_core.agent_env`` (the operator writes the same names).
 Every field belongs to one concern (its ``group``) and carries a description; the
 README's tables are generated from them. Each concern has a typed view (``.model``,
-``.memory``, ``.delegation``, ``.tools``, ``.autonomous``) and each component is handed
-only its own. Lists arrive as comma-separated ``name:url`` entries
+``.memory``, ``.delegation``, ``.tools``, ``.autonomous``, ``.auth``) and each component
+is handed only its own. Lists arrive as comma-separated ``name:url`` entries
 (``kaos_core.endpoints``) and are parsed into typed endpoints, so the rest of the runtime
 never sees raw strings. Invariants between settings (remote memory needs an endpoint,
 memory tools need remote memory, …) are checked at load, so a contradictory pod fails at
@@ -28,6 +28,7 @@ from kaos_core.settings import EnvSettings
 from pydantic import Field, field_validator, model_validator
 
 MemoryType = Literal["none", "local", "remote"]
+AuthMode = Literal["off", "jwks", "tokenreview"]
 
 # The concerns, in the order the README lists them.
 GROUPS: dict[str, str] = {
@@ -38,6 +39,7 @@ GROUPS: dict[str, str] = {
     "delegation": "Delegation to peer agents",
     "memory": "Memory",
     "autonomous": "Autonomous mode",
+    "auth": "Verified agent identity (delegation)",
 }
 
 
@@ -81,6 +83,24 @@ class DelegationSettings:
     peers: tuple[Endpoint, ...]
     max_depth: int
     timeout_seconds: float
+    # This agent's projected token for peers (audience ``kaos.dev/agent``), sent as
+    # ``X-Agent-Token`` on every delegation; ``None`` sends none.
+    token_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class AgentAuthSettings:
+    """How the token of an agent delegating to this one is verified, and who may."""
+
+    mode: AuthMode
+    issuer: str | None
+    jwks_url: str | None
+    api_server: str | None
+    ca_file: Path | None
+    token_file: Path | None
+    leeway: float
+    review_cache_seconds: float
+    callers_file: Path
 
 
 @dataclass(frozen=True)
@@ -298,6 +318,86 @@ class AgentSettings(EnvSettings):
         env.AUTONOMOUS_TIMEOUT_SECONDS, "autonomous", "wall time per iteration", default=300.0, gt=0
     )
 
+    auth_mode: AuthMode = setting(
+        auth_names.AGENT_AUTH_MODE,
+        "auth",
+        "`off`: delegations are not verified; `jwks`: a request carrying `X-Agent-Token` (the"
+        " calling agent's projected service-account token, audience `kaos.dev/agent`) is"
+        " verified offline against the service-account issuer's keys, and a request that"
+        " claims to be a delegation (`X-Agent-Identity`, or a delegation depth above 0)"
+        " without one is 401; `tokenreview`: the same, verified by the API server. A request"
+        " with neither is an end user's and proceeds unverified",
+        default="off",
+    )
+    auth_issuer: str | None = setting(
+        auth_names.AGENT_AUTH_ISSUER,
+        "auth",
+        "`jwks` (required there): the cluster's service-account issuer (`iss` of its tokens)."
+        " Its keys come from `AGENT_AUTH_JWKS_URL`, else `<API server>/openid/v1/jwks` when"
+        " `AGENT_AUTH_API_SERVER` is set, else `<issuer>/.well-known/openid-configuration`",
+        default=None,
+    )
+    auth_jwks_url: str | None = setting(
+        auth_names.AGENT_AUTH_JWKS_URL,
+        "auth",
+        "`jwks`: where to fetch the issuer's keys instead of discovery",
+        default=None,
+    )
+    auth_api_server: str | None = setting(
+        auth_names.AGENT_AUTH_API_SERVER,
+        "auth",
+        "the API server URL (e.g. `https://kubernetes.default.svc`). `tokenreview` (required"
+        " there) posts TokenReviews to it (the agent's ServiceAccount needs"
+        " `system:auth-delegator`); `jwks` fetches the issuer's keys from it",
+        default=None,
+    )
+    auth_ca_file: Path | None = setting(
+        auth_names.AGENT_AUTH_CA_FILE,
+        "auth",
+        "CA bundle for the issuer, the JWKS URL and the API server",
+        default=None,
+        default_doc="system CAs",
+    )
+    auth_token_file: Path | None = setting(
+        auth_names.AGENT_AUTH_TOKEN_FILE,
+        "auth",
+        "the agent's own API-server token, sent as bearer to the issuer and the API server"
+        " (re-read when it changes)",
+        default=None,
+    )
+    auth_leeway: float = setting(
+        auth_names.AGENT_AUTH_LEEWAY,
+        "auth",
+        "seconds of clock skew tolerated on a token's `exp`, `nbf` and `iat` (`jwks`)",
+        default=30.0,
+        ge=0,
+        le=300,
+    )
+    auth_review_cache_seconds: float = setting(
+        auth_names.AGENT_AUTH_REVIEW_CACHE_SECONDS,
+        "auth",
+        "`tokenreview`: seconds an accepted token's verdict is reused (never past its `exp`)",
+        default=10.0,
+        ge=0,
+        le=300,
+    )
+    callers_file: Path = setting(
+        auth_names.AGENT_CALLERS_FILE,
+        "auth",
+        "the callers file the operator writes (the agents allowed to delegate to this one),"
+        " re-read when it changes; a verified token of a ServiceAccount not listed is 403,"
+        " and a missing or invalid file allows no agent",
+        default=Path(auth_names.CALLERS_PATH),
+    )
+    peer_token_file: Path | None = setting(
+        auth_names.AGENT_PEER_TOKEN_FILE,
+        "auth",
+        "the pod's projected service-account token for peers (audience `kaos.dev/agent`),"
+        " sent as `X-Agent-Token` on every delegation (A2A and chat) and re-read when"
+        " kubelet rotates it; needed when peers verify agent identity",
+        default=None,
+    )
+
     @field_validator("model_api_url", "memory_endpoint", "public_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
@@ -323,6 +423,7 @@ class AgentSettings(EnvSettings):
         # Parsing here reports malformed lists at load, naming the variable.
         parse_endpoints(self.mcp_servers_raw, variable=env.MCP_SERVERS, require_name=False)
         parse_endpoints(self.sub_agents_raw, variable=env.AGENT_SUB_AGENTS, require_name=True)
+        self._check_auth()
         if self.memory_max_read_scope == "store":
             raise ValueError(
                 f"{env.MEMORY_MAX_READ_SCOPE}=store: the store scope is administrative, "
@@ -350,6 +451,23 @@ class AgentSettings(EnvSettings):
                     f"{env.MEMORY_TYPE}=remote"
                 )
         return self
+
+    def _check_auth(self) -> None:
+        names = auth_names
+        if self.auth_mode == "jwks" and not self.auth_issuer:
+            raise ValueError(f"{names.AGENT_AUTH_MODE}=jwks needs {names.AGENT_AUTH_ISSUER}")
+        if self.auth_mode == "tokenreview" and not self.auth_api_server:
+            raise ValueError(
+                f"{names.AGENT_AUTH_MODE}=tokenreview needs {names.AGENT_AUTH_API_SERVER}"
+            )
+        for variable, url in (
+            (names.AGENT_AUTH_ISSUER, self.auth_issuer),
+            (names.AGENT_AUTH_JWKS_URL, self.auth_jwks_url),
+            (names.AGENT_AUTH_API_SERVER, self.auth_api_server),
+        ):
+            # Keys and TokenReviews (with the agent's own bearer token) travel over TLS only.
+            if url is not None and not url.startswith("https://"):
+                raise ValueError(f"{variable} must be an https:// URL")
 
     @property
     def model(self) -> ModelSettings:
@@ -379,6 +497,21 @@ class AgentSettings(EnvSettings):
             ),
             max_depth=self.max_delegation_depth,
             timeout_seconds=self.delegation_timeout_seconds,
+            token_file=self.peer_token_file,
+        )
+
+    @property
+    def auth(self) -> AgentAuthSettings:
+        return AgentAuthSettings(
+            mode=self.auth_mode,
+            issuer=self.auth_issuer,
+            jwks_url=self.auth_jwks_url,
+            api_server=self.auth_api_server,
+            ca_file=self.auth_ca_file,
+            token_file=self.auth_token_file,
+            leeway=self.auth_leeway,
+            review_cache_seconds=self.auth_review_cache_seconds,
+            callers_file=self.callers_file,
         )
 
     @property

@@ -114,11 +114,16 @@ async def test_identities_callers_and_network_policies_follow_the_agents(
     assert pod["serviceAccountName"] == "a"
     assert pod["automountServiceAccountToken"] is False
     volumes = {v["name"]: v for v in pod["volumes"]}
-    sources = [s["serviceAccountToken"] for s in volumes["kaos-tokens"]["projected"]["sources"]]
+    projected = volumes["kaos-tokens"]["projected"]["sources"]
+    sources = [s["serviceAccountToken"] for s in projected if "serviceAccountToken" in s]
     assert sources == [
         {"audience": "kaos.dev/memory", "path": "memory/token", "expirationSeconds": 3600},
         {"audience": "kaos.dev/agent", "path": "agent/token", "expirationSeconds": 3600},
+        # The API server's audience: for verifying the agents that delegate to it.
+        {"path": "api/token", "expirationSeconds": 3600},
     ]
+    ca = {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "api/ca.crt"}]}
+    assert {"configMap": ca} in projected
     assert volumes["kaos-callers"]["configMap"]["name"] == "a-callers"
     mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
     assert mounts[auth.TOKEN_DIR] == {
@@ -131,6 +136,7 @@ async def test_identities_callers_and_network_policies_follow_the_agents(
     assert env["AGENT_MEMORY_TOKEN_FILE"] == auth.MEMORY_TOKEN_PATH
     assert env["AGENT_PEER_TOKEN_FILE"] == auth.AGENT_TOKEN_PATH
     assert env["AGENT_CALLERS_FILE"] == auth.CALLERS_PATH
+    assert env["AGENT_AUTH_MODE"] == "jwks"
 
     store = await kube.get(DEPLOYMENTS, ns, "mem")
     assert store is not None

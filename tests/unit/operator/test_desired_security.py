@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kaos_agent.settings import AgentSettings
 from kaos_core.auth import names as auth
 from kaos_core.auth.callers import Callers
 from kaos_operator.desired import (
@@ -160,6 +161,20 @@ def test_secured_agent_runs_as_its_own_service_account_with_two_tokens() -> None
                             "expirationSeconds": auth.TOKEN_EXPIRATION_SECONDS,
                         }
                     },
+                    # The API server's own audience (none given) and the cluster CA: how
+                    # the agent fetches the issuer's keys to verify delegating agents.
+                    {
+                        "serviceAccountToken": {
+                            "path": "api/token",
+                            "expirationSeconds": auth.TOKEN_EXPIRATION_SECONDS,
+                        }
+                    },
+                    {
+                        "configMap": {
+                            "name": "kube-root-ca.crt",
+                            "items": [{"key": "ca.crt", "path": "api/ca.crt"}],
+                        }
+                    },
                 ]
             },
         },
@@ -168,6 +183,8 @@ def test_secured_agent_runs_as_its_own_service_account_with_two_tokens() -> None
     # The token paths under the mount are exactly the shared names.
     assert f"{auth.TOKEN_DIR}/memory/token" == auth.MEMORY_TOKEN_PATH
     assert f"{auth.TOKEN_DIR}/agent/token" == auth.AGENT_TOKEN_PATH
+    assert f"{auth.TOKEN_DIR}/api/token" == auth.API_TOKEN_PATH
+    assert f"{auth.TOKEN_DIR}/api/ca.crt" == auth.API_CA_PATH
     assert pod["containers"][0]["volumeMounts"] == [
         {"name": "kaos-tokens", "mountPath": auth.TOKEN_DIR, "readOnly": True},
         {"name": "kaos-callers", "mountPath": auth.CALLERS_DIR, "readOnly": True},
@@ -176,6 +193,16 @@ def test_secured_agent_runs_as_its_own_service_account_with_two_tokens() -> None
     assert env[auth.AGENT_MEMORY_TOKEN_FILE] == auth.MEMORY_TOKEN_PATH
     assert env[auth.AGENT_PEER_TOKEN_FILE] == auth.AGENT_TOKEN_PATH
     assert env[auth.AGENT_CALLERS_FILE] == auth.CALLERS_PATH
+    # How it verifies the agents delegating to it: the posture's mode and issuer, through
+    # the in-cluster API server with its projected API token and CA.
+    assert env["AGENT_AUTH_MODE"] == "jwks"
+    assert env["AGENT_AUTH_ISSUER"] == "https://kubernetes.default.svc.cluster.local"
+    assert env["AGENT_AUTH_API_SERVER"] == "https://kubernetes.default.svc"
+    assert env["AGENT_AUTH_CA_FILE"] == "/var/run/secrets/kaos/api/ca.crt"
+    assert env["AGENT_AUTH_TOKEN_FILE"] == "/var/run/secrets/kaos/api/token"
+    # What the operator writes is what the agent runtime accepts.
+    runtime = AgentSettings.from_env(env)
+    assert runtime.auth.mode == "jwks" and runtime.delegation.token_file is not None
 
     cm = objects["ConfigMap"]
     assert cm["metadata"]["name"] == "a1-callers"
@@ -263,6 +290,13 @@ def test_store_auth_follows_the_posture() -> None:
     )
     assert env["KAOS_MEMORY_AUTH_MODE"] == "tokenreview"
     assert env["KAOS_MEMORY_AUTH_ISSUER"] == "https://oidc.example.test/cluster"
+
+
+def test_agent_auth_follows_the_posture() -> None:
+    env = env_of(by_kind(desired_agent_objects(agent("a1"), agent_ctx(TOKENREVIEW)))["Deployment"])
+    assert env["AGENT_AUTH_MODE"] == "tokenreview"
+    assert env["AGENT_AUTH_ISSUER"] == "https://oidc.example.test/cluster"
+    assert env["AGENT_AUTH_API_SERVER"] == "https://kubernetes.default.svc"
 
 
 # -- MCPServer and ModelAPI ---------------------------------------------------------------

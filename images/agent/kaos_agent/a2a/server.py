@@ -14,6 +14,13 @@ method sees it, so a body the memory service or the chat endpoint would refuse (
 refused here too, as a JSON-RPC error (``edge_error_code``), and never starts a run.
 Client errors raised later (an unusable identity header, a bad delegation depth) stay
 client errors: only a server-side ``KaosError`` (5xx) answers ``INTERNAL_ERROR``.
+
+With agent identity verified (``kaos_agent.auth``), a delegating agent's token is checked
+once the JSON-RPC envelope is read and before any method runs (the delegation depth may
+travel in the message metadata, so the body is needed to see a delegation claim). A
+refusal is a JSON-RPC error object (``INVALID_REQUEST``, the KAOS code in
+``error.data.code``) with the HTTP status of the refusal (401 with ``WWW-Authenticate``,
+403, 503): an A2A client must not take it for a task failure.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from kaos_core.http.jsonrpc import (
 from kaos_core.http.middleware import request_id
 
 from kaos_agent.a2a.tasks import TaskRecord, TaskStore
+from kaos_agent.auth import AgentAuth, challenge
 from kaos_agent.context import RunDeps, run_context
 from kaos_agent.delegation import KAOS_METADATA_KEY
 from kaos_agent.runner import AgentRuntime
@@ -68,6 +76,27 @@ def _rpc_error(req_id: object, code: int, message: str) -> web.Response:
     return web.json_response(
         {"jsonrpc": "2.0", "id": req_id, "error": {"code": code, "message": message}}
     )
+
+
+def _refusal(req_id: object, exc: KaosError) -> web.Response:
+    """A refused caller: a JSON-RPC error object, with the refusal's HTTP status."""
+    error = {"code": INVALID_REQUEST, "message": exc.message, "data": {"code": exc.code}}
+    return web.json_response(
+        {"jsonrpc": "2.0", "id": req_id, "error": error},
+        status=exc.status,
+        headers=challenge(exc),
+    )
+
+
+def _body_depth(params: object) -> object:
+    """``params.message.metadata.kaos.delegationDepth`` of a raw request, if any (both
+    protocol versions put the message, and its metadata, there)."""
+    step: object = params
+    for key in ("message", "metadata", KAOS_METADATA_KEY, "delegationDepth"):
+        if not isinstance(step, dict):
+            return None
+        step = step.get(key)
+    return step
 
 
 def _rpc_result(req_id: object, result: object) -> web.Response:
@@ -135,9 +164,12 @@ Handler = Callable[[web.Request, object, bool], Awaitable[object]]
 
 
 class A2AServer:
-    def __init__(self, runtime: AgentRuntime, tasks: TaskStore) -> None:
+    def __init__(
+        self, runtime: AgentRuntime, tasks: TaskStore, *, auth: AgentAuth | None = None
+    ) -> None:
         self.runtime = runtime
         self.tasks = tasks
+        self.auth = auth
         # Method name → (handler, speaks protocol 0.3 shapes).
         self._methods: dict[str, tuple[Handler, bool]] = {
             "SendMessage": (self._send_message, False),
@@ -179,6 +211,14 @@ class A2AServer:
         req_id = body.get("id")
         if isinstance(req_id, bool) or not (req_id is None or isinstance(req_id, str | int)):
             return _rpc_error(None, INVALID_REQUEST, "id must be a string, an integer or null")
+        if self.auth is not None:
+            try:
+                await self.auth.check(request.headers, body_depth=_body_depth(body.get("params")))
+            except KaosError as exc:
+                if exc.status in (401, 403, 503):
+                    return _refusal(req_id, exc)
+                # An unusable identity header: the caller's error, as elsewhere.
+                return _rpc_error(req_id, _kaos_error_code(exc), exc.message)
         method = body.get("method")
         if body.get("jsonrpc") != "2.0" or not isinstance(method, str) or not method:
             return _rpc_error(req_id, INVALID_REQUEST, "not a JSON-RPC 2.0 request")

@@ -157,7 +157,7 @@ def agent_deployment(agent: Agent, ctx: AgentContext) -> Obj:
     env = agent_env(agent, ctx)
     if secured:
         # Pod paths, so here and not in agent_env (a local stack has no such mounts).
-        env.update(security.agent_security_env())
+        env.update(security.agent_security_env(ctx.posture))
     main = container(
         "agent",
         spec.image or ctx.images.agent,

@@ -4,9 +4,15 @@ Everything here is used only when the posture enables security; with it off no o
 changes (the builders of each kind skip these pieces entirely).
 
 - **Identity.** Every Agent runs as its own ServiceAccount (named after the Agent, owned
-  by it, with no automounted API token: an agent has no business calling the API
-  server). Its pod gets two projected, audience-bound, expiring tokens instead, one per
-  kind of service it calls (``kaos_core.auth.names``).
+  by it, with no automounted API token). Its pod gets projected, audience-bound,
+  expiring tokens instead, one per kind of service it calls (``kaos_core.auth.names``),
+  and a third one for the API server with the cluster CA: an agent verifies the tokens of
+  the agents delegating to it, and that needs the issuer's keys (``jwks``, from the API
+  server's ``/openid/v1/jwks``, which needs an authenticated caller on a default cluster)
+  or TokenReviews (``tokenreview``, for which the Agent's ServiceAccount needs
+  ``system:auth-delegator``, a binding the operator does not create). The token carries
+  only what the ServiceAccount is granted: nothing beyond discovery unless someone binds
+  more to it.
 - **Callers files.** A MemoryStore's ConfigMap lists the Agents bound to it; an Agent's
   lists the Agents whose ``agentNetwork.access`` names it. The services verify a
   presented token and then look its ServiceAccount up there (``kaos_core.auth.callers``).
@@ -123,7 +129,7 @@ def service_account(agent: Agent) -> Obj:
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": metadata(agent, agent_service_account(agent.name)),
-        # The pod mounts audience-bound tokens explicitly; no API-server token anywhere.
+        # The pod mounts its tokens explicitly (``token_volume``), never the default mount.
         "automountServiceAccountToken": False,
     }
 
@@ -172,24 +178,31 @@ def network_policy(
 
 
 def token_volume() -> Obj:
-    """The Agent's two audience-bound tokens; kubelet rotates them before they expire."""
+    """The Agent's tokens, kubelet rotates them before they expire: one per audience of the
+    services it calls, one for the API server (no audience: the API server's own) with the
+    cluster CA beside it, for verifying the agents that delegate to it."""
 
-    def token(audience: str, path: str) -> Obj:
-        return {
-            "serviceAccountToken": {
-                "audience": audience,
-                "path": path,
-                "expirationSeconds": auth.TOKEN_EXPIRATION_SECONDS,
-            }
-        }
+    def token(audience: str | None, path: str) -> Obj:
+        source: Obj = {"path": path, "expirationSeconds": auth.TOKEN_EXPIRATION_SECONDS}
+        if audience is not None:
+            source = {"audience": audience, **source}
+        return {"serviceAccountToken": source}
 
     prefix = auth.TOKEN_DIR + "/"
+    ca = {
+        "configMap": {
+            "name": auth.KUBE_ROOT_CA_CONFIG_MAP,
+            "items": [{"key": "ca.crt", "path": auth.API_CA_PATH.removeprefix(prefix)}],
+        }
+    }
     return {
         "name": TOKENS_VOLUME,
         "projected": {
             "sources": [
                 token(auth.MEMORY_AUDIENCE, auth.MEMORY_TOKEN_PATH.removeprefix(prefix)),
                 token(auth.AGENT_AUDIENCE, auth.AGENT_TOKEN_PATH.removeprefix(prefix)),
+                token(None, auth.API_TOKEN_PATH.removeprefix(prefix)),
+                ca,
             ]
         },
     }
@@ -207,12 +220,19 @@ def callers_mount() -> Obj:
     return {"name": CALLERS_VOLUME, "mountPath": auth.CALLERS_DIR, "readOnly": True}
 
 
-def agent_security_env() -> dict[str, str]:
-    """Where the agent finds its tokens and its callers file (pod paths)."""
+def agent_security_env(posture: Posture) -> dict[str, str]:
+    """Where the agent finds its tokens and its callers file (pod paths), and how it
+    verifies the agents delegating to it: the posture's mode and issuer, through the
+    in-cluster API server with its projected API token and CA (``token_volume``)."""
     return {
         auth.AGENT_MEMORY_TOKEN_FILE: auth.MEMORY_TOKEN_PATH,
         auth.AGENT_PEER_TOKEN_FILE: auth.AGENT_TOKEN_PATH,
         auth.AGENT_CALLERS_FILE: auth.CALLERS_PATH,
+        auth.AGENT_AUTH_MODE: posture.token_verification,
+        auth.AGENT_AUTH_ISSUER: posture.service_account_issuer,
+        auth.AGENT_AUTH_API_SERVER: auth.IN_CLUSTER_API_SERVER,
+        auth.AGENT_AUTH_CA_FILE: auth.API_CA_PATH,
+        auth.AGENT_AUTH_TOKEN_FILE: auth.API_TOKEN_PATH,
     }
 
 
