@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, models_json_schema
 from pydantic_core import core_schema
 
+from kaos_core.auth.names import AGENT_TOKEN_HEADER
 from kaos_core.http.middleware import _REQUEST_ID_RE, REQUEST_ID_HEADER
 from kaos_core.memory import contract
 from kaos_core.memory.identity import (
@@ -315,6 +316,13 @@ AGENT_IDENTITY = Header(
         "pattern": ecma_pattern(AGENT_IDENTITY_RE),
     },
 )
+AGENT_TOKEN = Header(
+    AGENT_TOKEN_HEADER,
+    "The calling agent's projected service-account token (audience `kaos.dev/memory`). "
+    "Read only when `KAOS_MEMORY_AUTH_MODE` is `jwks` or `tokenreview`: then it is "
+    "required, it decides the agent identity, and `X-Agent-Identity` must match it.",
+    {"type": "string"},
+)
 PRINCIPAL = principal_header(
     "Verified end-user subject (set by the agent runtime from the gateway-verified user). "
     "Malformed: 400 `bad_identity_header`."
@@ -339,7 +347,26 @@ _SCOPE_403 = (
     "without `X-Principal` under `KAOS_MEMORY_REQUIRE_PRINCIPAL`)"
 )
 _413 = "`payload_too_large`: the body exceeds `KAOS_MEMORY_MAX_BODY_BYTES` (default 1 MiB)."
-_415 = "`unsupported_media_type`: the content type is not `application/json`."
+_415 = (
+    "`unsupported_media_type`: the content type is not `application/json`; "
+    "`unsupported_encoding`: a `Content-Encoding` was sent (bodies are never decompressed)."
+)
+_401 = (
+    "Only with agent-token verification on (`KAOS_MEMORY_AUTH_MODE`): `missing_token` (no "
+    "`X-Agent-Token`, given twice, or an identity header alone), `invalid_token` (expired, "
+    "not yet valid, another audience or issuer, a forged or oversized token). Carries "
+    "`WWW-Authenticate`."
+)
+_403_AUTH = (
+    "; with agent-token verification on also `caller_not_allowed` (the token's "
+    "ServiceAccount is not an Agent bound to this store) and `identity_mismatch` "
+    "(`X-Agent-Identity` differs from the token's agent)"
+)
+_408 = "`request_timeout`: the body did not arrive within `KAOS_HTTP_BODY_TIMEOUT`."
+_503 = (
+    "`auth_unavailable`: agent-token verification is on and the issuer or API server "
+    "cannot be reached."
+)
 _500 = "`internal_error`: an unexpected failure (details in the log under the request id)."
 
 
@@ -349,16 +376,19 @@ def _memory_replies(
     return {
         **ok,
         400: error_reply(bad_request),
-        403: error_reply(forbidden),
+        401: error_reply(_401),
+        403: error_reply(forbidden.rstrip(".") + _403_AUTH + "."),
+        408: error_reply(_408),
         413: error_reply(_413),
         415: error_reply(_415),
         500: error_reply(server),
+        503: error_reply(_503),
     }
 
 
 def memory_operations() -> list[Operation]:
     """The operations of the memory contract v1 (``docs/memory-http-v1.md``)."""
-    reads = [AGENT_IDENTITY, PRINCIPAL, session_header(SESSION_DOC), REQUEST_ID]
+    reads = [AGENT_IDENTITY, AGENT_TOKEN, PRINCIPAL, session_header(SESSION_DOC), REQUEST_ID]
     tags = ["memory"]
     strict = (
         "`strict_failure`: a store failed under `failure_mode: strict`; `internal_error`: "
@@ -388,7 +418,13 @@ def memory_operations() -> list[Operation]:
                 "(the session belongs to another principal).",
                 strict,
             ),
-            [AGENT_IDENTITY, PRINCIPAL, session_header(SESSION_DOC, required=True), REQUEST_ID],
+            [
+                AGENT_IDENTITY,
+                AGENT_TOKEN,
+                PRINCIPAL,
+                session_header(SESSION_DOC, required=True),
+                REQUEST_ID,
+            ],
             contract.WriteRequest,
         ),
         Operation(

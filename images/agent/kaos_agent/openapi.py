@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from kaos_core import openapi
 from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
+from kaos_core.auth.names import AGENT_TOKEN_HEADER
 from kaos_core.openapi import JSON, REQUEST_ID, REQUEST_ID_ECHO, Header, Operation, Reply
 from pydantic import BaseModel, ConfigDict, RootModel
 from typing_extensions import TypedDict
@@ -178,6 +179,23 @@ A2A_DEPTH = Header(
     {"type": "string"},
 )
 SESSION_ECHO = Header("X-Session-Id", "The run's session id.", openapi.SUBJECT_SCHEMA)
+AGENT_TOKEN = Header(
+    AGENT_TOKEN_HEADER,
+    "A delegating agent's projected service-account token (audience `kaos.dev/agent`). "
+    "Read only when `AGENT_AUTH_MODE` is `jwks` or `tokenreview`: a call that claims to be "
+    "a delegation (`X-Agent-Identity`, or a delegation depth above 0) must carry it, and "
+    "its ServiceAccount must be one of the agents allowed to call this one.",
+    {"type": "string"},
+)
+_AUTH_401 = (
+    "Only with agent-token verification on: `missing_token` (a delegation without a "
+    "token), `invalid_token` (expired, another audience or issuer, forged). Carries "
+    "`WWW-Authenticate`."
+)
+_AUTH_403 = (
+    "Only with agent-token verification on: `caller_not_allowed` (the calling agent is not "
+    "granted in `agentNetwork.access`), `identity_mismatch`."
+)
 
 # The data of a streamed event: a chunk, an error object, or the end marker.
 STREAM_EVENT: openapi.Schema = {
@@ -216,13 +234,20 @@ def _chat_replies() -> dict[int, Reply]:
             "`malformed_json`, `invalid_body` (wrong shape, or the last message is not a "
             "user message with text), `bad_identity_header`, `bad_delegation_depth`."
         ),
+        401: err(_AUTH_401),
+        403: err(_AUTH_403),
+        408: err("`request_timeout`: the body did not arrive within `KAOS_HTTP_BODY_TIMEOUT`."),
         413: err("`payload_too_large`: the body exceeds 8 MiB."),
-        415: err("`unsupported_media_type`: the content type is not `application/json`."),
+        415: err(
+            "`unsupported_media_type`: the content type is not `application/json`; "
+            "`unsupported_encoding`: a `Content-Encoding` was sent."
+        ),
         500: err(
             "`memory_write_failed` (the answer's memory write failed under `failureMode: "
             "strict`), `internal_error`."
         ),
         502: err("`model_unavailable`: the model could not answer."),
+        503: err("`auth_unavailable`: token verification is on and its issuer is unreachable."),
     }
 
 
@@ -284,7 +309,7 @@ def agent_operations() -> list[Operation]:
             "OpenAI clients send beside these are accepted and ignored.",
             chat,
             _chat_replies(),
-            [PRINCIPAL, SESSION, DEPTH, REQUEST_ID],
+            [AGENT_TOKEN, PRINCIPAL, SESSION, DEPTH, REQUEST_ID],
             ChatRequest,
             body_examples=CHAT_EXAMPLES,
             extra_models=(ChatCompletionChunk,),
@@ -306,10 +331,28 @@ def agent_operations() -> list[Operation]:
             "Methods: `SendMessage`, `GetTask`, `CancelTask`, `ListTasks` and the 0.3 "
             "`message/send`, `tasks/get`, `tasks/cancel`. Streaming, push notification and "
             "extended-card methods answer the unsupported-operation error (-32004). Every "
-            "answer, errors included, is HTTP 200 with a JSON-RPC response.",
+            "answer is a JSON-RPC response; it comes with HTTP 200 except for a refused "
+            "caller (401, 403), a body that did not arrive or is too large (408, 413) and "
+            "an unreachable token issuer (503), which carry the error object with that "
+            "status.",
             a2a,
-            {200: Reply("A JSON-RPC response.", {JSON: JsonRpcResponse}, (REQUEST_ID_ECHO,))},
+            {
+                200: Reply("A JSON-RPC response.", {JSON: JsonRpcResponse}, (REQUEST_ID_ECHO,)),
+                **{
+                    status: Reply(
+                        f"A JSON-RPC error ({why}).", {JSON: JsonRpcResponse}, (REQUEST_ID_ECHO,)
+                    )
+                    for status, why in (
+                        (401, "a delegation without a valid agent token"),
+                        (403, "a calling agent that is not allowed"),
+                        (408, "the body did not arrive in time"),
+                        (413, "the body is too large"),
+                        (503, "the token issuer is unreachable"),
+                    )
+                },
+            },
             [
+                AGENT_TOKEN,
                 PRINCIPAL,
                 openapi.session_header(
                     "Conversation id; without it the message's `contextId`, else a fresh id."

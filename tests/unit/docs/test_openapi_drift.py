@@ -49,7 +49,10 @@ def test_every_error_answer_is_the_error_model() -> None:
                     if int(status) < 400 or path == "/readyz":
                         continue
                     schema = reply["content"]["application/json"]["schema"]
-                    assert schema == {"$ref": "#/components/schemas/ErrorResponse"}, (
+                    # A2A answers even a refused caller with a JSON-RPC error object.
+                    rpc = (name, path) == ("agent.json", "/")
+                    model = "JsonRpcResponse" if rpc else "ErrorResponse"
+                    assert schema == {"$ref": f"#/components/schemas/{model}"}, (
                         name,
                         method,
                         path,
