@@ -38,18 +38,22 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import aiohttp
 import jwt
 
 from kaos_core import errors
+from kaos_core.auth.config import (
+    DEFAULT_LEEWAY,
+    REVIEW_CACHE_SECONDS,
+    VerifierSettings,
+)
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.errors import KaosError
 
 log = logging.getLogger(__name__)
 
-AuthMode = Literal["off", "jwks", "tokenreview"]
 Clock = Callable[[], float]
 JwksSource = Callable[[], Awaitable[Mapping[str, Any]]]
 
@@ -58,12 +62,10 @@ MAX_TOKEN_BYTES = 16 * 1024
 # Asymmetric signatures only: never ``none``, never HS* (an HMAC "signed" with the
 # issuer's public key would otherwise verify against it).
 ALLOWED_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"})
-DEFAULT_LEEWAY = 30.0
 KEY_REFETCH_INTERVAL = 30.0
 # After a failed fetch, the next attempt waits this long (an issuer outage must not turn
 # every request into a fetch), but recovery stays quick.
 FAILED_FETCH_RETRY = 1.0
-REVIEW_CACHE_SECONDS = 10.0
 REVIEW_CACHE_ENTRIES = 4096
 FETCH_TIMEOUT = 5.0
 
@@ -112,20 +114,6 @@ class TokenVerifier(Protocol):
     async def verify(self, token: str, audience: str) -> VerifiedWorkload: ...
 
     async def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class VerifierSettings:
-    """What ``build_verifier`` needs; each service maps its own settings onto it."""
-
-    mode: AuthMode
-    issuer: str | None = None
-    jwks_url: str | None = None
-    api_server: str | None = None
-    ca_file: Path | None = None
-    token_file: Path | None = None
-    leeway: float = DEFAULT_LEEWAY
-    review_cache_seconds: float = REVIEW_CACHE_SECONDS
 
 
 def build_verifier(settings: VerifierSettings, *, clock: Clock = time.time) -> TokenVerifier | None:

@@ -19,26 +19,17 @@ Every 401 carries a ``WWW-Authenticate`` challenge naming the header and the aud
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 
 from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
 from kaos_core.auth import names
-from kaos_core.auth.callers import Caller, CallersFile
-from kaos_core.auth.verify import (
-    Forbidden,
-    TokenVerifier,
-    Unauthenticated,
-    VerifierSettings,
-    build_verifier,
-)
+from kaos_core.auth.callers import Caller
+from kaos_core.auth.gate import CallerGate, challenge_value, one_token, presented_tokens
+from kaos_core.auth.verify import Unauthenticated
 from kaos_core.errors import KaosError
 from kaos_core.memory.identity import AGENT_IDENTITY_HEADER, parse_identity
 
 from kaos_agent.context import parse_depth
-from kaos_agent.settings import AgentAuthSettings
-
-log = logging.getLogger(__name__)
 
 AUDIENCE = names.AGENT_AUDIENCE
 
@@ -47,12 +38,7 @@ def challenge(exc: KaosError) -> dict[str, str]:
     """The headers of a refusal: the RFC 9110 challenge on a 401, nothing otherwise."""
     if exc.status != 401:
         return {}
-    return {
-        "WWW-Authenticate": (
-            f'KaosAgentToken realm="{AUDIENCE}", header="{names.AGENT_TOKEN_HEADER}",'
-            f' error="{exc.code}"'
-        )
-    }
+    return {"WWW-Authenticate": challenge_value(AUDIENCE, exc.code)}
 
 
 def claims_delegation(headers: Mapping[str, str], body_depth: object = None) -> bool:
@@ -73,28 +59,11 @@ def claims_delegation(headers: Mapping[str, str], body_depth: object = None) -> 
     return False
 
 
-class AgentAuth:
+class AgentAuth(CallerGate):
     """The token verifier and the callers file of one agent."""
 
-    def __init__(self, verifier: TokenVerifier, callers: CallersFile) -> None:
-        self.verifier = verifier
-        self.callers = callers
-
-    @classmethod
-    def from_settings(cls, settings: AgentAuthSettings) -> AgentAuth | None:
-        verifier = build_verifier(
-            VerifierSettings(
-                mode=settings.mode,
-                issuer=settings.issuer,
-                jwks_url=settings.jwks_url,
-                api_server=settings.api_server,
-                ca_file=settings.ca_file,
-                token_file=settings.token_file,
-                leeway=settings.leeway,
-                review_cache_seconds=settings.review_cache_seconds,
-            )
-        )
-        return None if verifier is None else cls(verifier, CallersFile(settings.callers_file))
+    audience = AUDIENCE
+    not_listed = "an agent allowed to delegate to this agent"
 
     async def check(
         self, headers: Mapping[str, str], *, body_depth: object = None
@@ -103,10 +72,7 @@ class AgentAuth:
 
         Raises ``Unauthenticated`` (401), ``Forbidden`` (403), ``VerifierUnavailable``
         (503), or ``BadRequest`` for an unusable identity header."""
-        getall = getattr(headers, "getall", None)
-        tokens: list[str] = list(getall(names.AGENT_TOKEN_HEADER, [])) if getall else []
-        if getall is None and names.AGENT_TOKEN_HEADER in headers:
-            tokens = [headers[names.AGENT_TOKEN_HEADER]]
+        tokens = presented_tokens(headers)
         if not tokens:
             if claims_delegation(headers, body_depth):
                 raise Unauthenticated(
@@ -117,27 +83,6 @@ class AgentAuth:
                 )
             # An end user's call: unverified for now (users' tokens are issue 14).
             return None
-        if len(tokens) > 1:
-            raise Unauthenticated(f"{names.AGENT_TOKEN_HEADER} given more than once")
-        workload = await self.verifier.verify(tokens[0].strip(), AUDIENCE)
-        caller = self.callers.lookup(workload.namespace, workload.service_account)
-        if caller is None:
-            log.info(
-                "delegation refused: caller not allowed",
-                extra={"namespace": workload.namespace, "sa": workload.service_account},
-            )
-            raise Forbidden(
-                f"service account {workload.namespace}/{workload.service_account} is not an"
-                " agent allowed to delegate to this agent"
-            )
-        claimed = parse_identity(headers).agent
-        if claimed is not None and claimed != caller.identity:
-            raise Forbidden(
-                f"{AGENT_IDENTITY_HEADER} does not match the identity of the token"
-                f" ({caller.identity})",
-                code="identity_mismatch",
-            )
+        caller = await self.admit(one_token(tokens))
+        self.check_claim(caller, parse_identity(headers).agent)
         return caller
-
-    async def close(self) -> None:
-        await self.verifier.close()

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from kaos_core import agent_env as env
 from kaos_core.auth import names as auth_names
+from kaos_core.auth.config import DEFAULT_LEEWAY, REVIEW_CACHE_SECONDS, AuthMode, CallerAuthSettings
 from kaos_core.endpoints import Endpoint, parse_endpoints
 from kaos_core.errors import KaosError
 from kaos_core.memory.contract import FailureMode, Level, levels_up_to
@@ -28,7 +29,6 @@ from kaos_core.settings import EnvSettings
 from pydantic import Field, field_validator, model_validator
 
 MemoryType = Literal["none", "local", "remote"]
-AuthMode = Literal["off", "jwks", "tokenreview"]
 
 # The concerns, in the order the README lists them.
 GROUPS: dict[str, str] = {
@@ -86,21 +86,6 @@ class DelegationSettings:
     # This agent's projected token for peers (audience ``kaos.dev/agent``), sent as
     # ``X-Agent-Token`` on every delegation; ``None`` sends none.
     token_file: Path | None = None
-
-
-@dataclass(frozen=True)
-class AgentAuthSettings:
-    """How the token of an agent delegating to this one is verified, and who may."""
-
-    mode: AuthMode
-    issuer: str | None
-    jwks_url: str | None
-    api_server: str | None
-    ca_file: Path | None
-    token_file: Path | None
-    leeway: float
-    review_cache_seconds: float
-    callers_file: Path
 
 
 @dataclass(frozen=True)
@@ -369,7 +354,7 @@ class AgentSettings(EnvSettings):
         auth_names.AGENT_AUTH_LEEWAY,
         "auth",
         "seconds of clock skew tolerated on a token's `exp`, `nbf` and `iat` (`jwks`)",
-        default=30.0,
+        default=DEFAULT_LEEWAY,
         ge=0,
         le=300,
     )
@@ -377,7 +362,7 @@ class AgentSettings(EnvSettings):
         auth_names.AGENT_AUTH_REVIEW_CACHE_SECONDS,
         "auth",
         "`tokenreview`: seconds an accepted token's verdict is reused (never past its `exp`)",
-        default=10.0,
+        default=REVIEW_CACHE_SECONDS,
         ge=0,
         le=300,
     )
@@ -501,8 +486,8 @@ class AgentSettings(EnvSettings):
         )
 
     @property
-    def auth(self) -> AgentAuthSettings:
-        return AgentAuthSettings(
+    def auth(self) -> CallerAuthSettings:
+        return CallerAuthSettings(
             mode=self.auth_mode,
             issuer=self.auth_issuer,
             jwks_url=self.auth_jwks_url,

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from kaos_core.auth import names
+from kaos_core.auth.config import DEFAULT_LEEWAY, REVIEW_CACHE_SECONDS, AuthMode, CallerAuthSettings
 from kaos_core.memory.contract import FailureMode
 from kaos_core.settings import EnvSettings, SettingsError
 from pydantic import Field, model_validator
 
 ReadCeiling = Literal["session", "agent", "user"]
-AuthMode = Literal["off", "jwks", "tokenreview"]
 
 DEFAULT_COLLECTION = "kaos_memory"
 # Chroma's collection rule (3-63 chars, alphanumerics plus ._-, alphanumeric at both ends)
@@ -115,21 +115,6 @@ class PostureSettings:
     require_principal: bool
     require_agent_identity: bool
     default_failure_mode: FailureMode
-
-
-@dataclass(frozen=True)
-class AuthSettings:
-    """How a caller's service-account token is verified, and who may call."""
-
-    mode: AuthMode
-    issuer: str | None
-    jwks_url: str | None
-    api_server: str | None
-    ca_file: Path | None
-    token_file: Path | None
-    leeway: float
-    review_cache_seconds: float
-    callers_file: Path
 
 
 @dataclass(frozen=True)
@@ -436,14 +421,14 @@ class MemorySettings(EnvSettings):
     auth_leeway: float = setting(
         "auth",
         "seconds of clock skew tolerated on a token's `exp`, `nbf` and `iat` (`jwks`)",
-        default=30.0,
+        default=DEFAULT_LEEWAY,
         ge=0,
         le=300,
     )
     auth_review_cache_seconds: float = setting(
         "auth",
         "`tokenreview`: seconds an accepted token's verdict is reused (never past its `exp`)",
-        default=10.0,
+        default=REVIEW_CACHE_SECONDS,
         ge=0,
         le=300,
     )
@@ -572,8 +557,8 @@ class MemorySettings(EnvSettings):
         )
 
     @property
-    def auth(self) -> AuthSettings:
-        return AuthSettings(
+    def auth(self) -> CallerAuthSettings:
+        return CallerAuthSettings(
             mode=self.auth_mode,
             issuer=self.auth_issuer,
             jwks_url=self.auth_jwks_url,

@@ -1,0 +1,100 @@
+"""Who may call a service: the verification both the memory service and an agent run.
+
+A caller presents its projected service-account token in ``X-Agent-Token``; the gate
+verifies it for the service's audience, finds its ServiceAccount in the callers file the
+operator writes, and checks that an ``X-Agent-Identity`` header, if sent, names the same
+agent. What a request *without* a token means is each service's own policy (the memory
+service refuses it, an agent serves it as an end user's call), so it stays with them
+(``kaos_memory.auth``, ``kaos_agent.auth``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import ClassVar, Self
+
+from kaos_core.auth import names
+from kaos_core.auth.callers import Caller, CallersFile
+from kaos_core.auth.config import CallerAuthSettings
+from kaos_core.auth.verify import Forbidden, TokenVerifier, Unauthenticated, build_verifier
+from kaos_core.memory.identity import AGENT_IDENTITY_HEADER
+
+log = logging.getLogger(__name__)
+
+
+def presented_tokens(headers: Mapping[str, str]) -> list[str]:
+    """Every ``X-Agent-Token`` value of a request (a repeat is the caller's to answer for)."""
+    getall = getattr(headers, "getall", None)
+    if getall is not None:
+        return list(getall(names.AGENT_TOKEN_HEADER, []))
+    value = headers.get(names.AGENT_TOKEN_HEADER)
+    return [] if value is None else [value]
+
+
+def one_token(tokens: list[str]) -> str:
+    """The one token presented; 401 when it was given more than once."""
+    if len(tokens) > 1:
+        raise Unauthenticated(f"{names.AGENT_TOKEN_HEADER} given more than once")
+    return tokens[0].strip()
+
+
+def challenge_value(audience: str, code: str) -> str:
+    """The RFC 9110 ``WWW-Authenticate`` challenge of a 401: the header and the audience."""
+    return f'KaosAgentToken realm="{audience}", header="{names.AGENT_TOKEN_HEADER}", error="{code}"'
+
+
+class CallerGate:
+    """A service's token verifier and callers file; subclasses name the audience and how
+    an unlisted caller is described."""
+
+    audience: ClassVar[str]
+    # Completes "service account <ns>/<name> is not ...".
+    not_listed: ClassVar[str]
+
+    def __init__(self, verifier: TokenVerifier, callers: CallersFile) -> None:
+        self.verifier = verifier
+        self.callers = callers
+
+    @classmethod
+    def from_settings(cls, settings: CallerAuthSettings) -> Self | None:
+        """The gate the settings ask for; ``None`` when verification is off."""
+        verifier = build_verifier(settings)
+        return None if verifier is None else cls(verifier, CallersFile(settings.callers_file))
+
+    async def admit(self, token: str) -> Caller:
+        """The listed caller the token proves; ``Unauthenticated`` (401) for a token that
+        fails verification, ``Forbidden`` (403) for a caller the file does not list,
+        ``VerifierUnavailable`` (503)."""
+        workload = await self.verifier.verify(token, self.audience)
+        caller = self.callers.lookup(workload.namespace, workload.service_account)
+        if caller is None:
+            log.info(
+                "caller refused: not in the callers file",
+                extra={
+                    "audience": self.audience,
+                    "namespace": workload.namespace,
+                    "sa": workload.service_account,
+                },
+            )
+            raise Forbidden(
+                f"service account {workload.namespace}/{workload.service_account} is not"
+                f" {self.not_listed}"
+            )
+        return caller
+
+    @staticmethod
+    def check_claim(caller: Caller, claimed_agent: str | None) -> None:
+        """An ``X-Agent-Identity`` sent beside the token must name the token's agent (403)."""
+        if claimed_agent is not None and claimed_agent != caller.identity:
+            raise Forbidden(
+                f"{AGENT_IDENTITY_HEADER} does not match the identity of the token"
+                f" ({caller.identity})",
+                code="identity_mismatch",
+            )
+
+    def challenge(self, code: str) -> str:
+        return challenge_value(self.audience, code)
+
+    async def close(self) -> None:
+        await self.verifier.close()
