@@ -18,18 +18,14 @@ from kaos_core.auth import names
 from kaos_core.auth.callers import Caller, CallersFile
 from kaos_core.auth.config import CallerAuthSettings
 from kaos_core.auth.verify import Forbidden, TokenVerifier, Unauthenticated, build_verifier
-from kaos_core.memory.identity import AGENT_IDENTITY_HEADER
+from kaos_core.memory.identity import AGENT_IDENTITY_HEADER, header_values
 
 log = logging.getLogger(__name__)
 
 
 def presented_tokens(headers: Mapping[str, str]) -> list[str]:
     """Every ``X-Agent-Token`` value of a request (a repeat is the caller's to answer for)."""
-    getall = getattr(headers, "getall", None)
-    if getall is not None:
-        return list(getall(names.AGENT_TOKEN_HEADER, []))
-    value = headers.get(names.AGENT_TOKEN_HEADER)
-    return [] if value is None else [value]
+    return header_values(headers, names.AGENT_TOKEN_HEADER)
 
 
 def one_token(tokens: list[str]) -> str:

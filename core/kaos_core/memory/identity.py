@@ -106,23 +106,30 @@ def validate_subject(header: str, value: str) -> str:
     return value
 
 
+def header_values(headers: Mapping[str, str], name: str) -> list[str]:
+    """Every value of header ``name``: aiohttp's and Starlette's multi-dicts keep repeats
+    (``getall``, case-insensitive); a plain mapping has at most one, looked up as given."""
+    getall = getattr(headers, "getall", None)
+    if getall is not None:
+        return list(getall(name, []))
+    value = headers.get(name)
+    return [] if value is None else [value]
+
+
+def single_header(headers: Mapping[str, str], name: str) -> str | None:
+    """The header's one value, ``None`` when absent; a repeat is ambiguous and refused."""
+    values = header_values(headers, name)
+    if len(values) > 1:
+        raise BadRequest(f"{name} given more than once", code="bad_identity_header")
+    return values[0] if values else None
+
+
 def parse_identity(headers: Mapping[str, str]) -> Identity:
     """Read the identity headers; absent headers are ``None``, present ones must be valid."""
 
-    def get(name: str) -> str | None:
-        # Header lookup is case-insensitive in aiohttp's CIMultiDict; a plain dict is
-        # tried as given. A repeated header is ambiguous and so refused.
-        getall = getattr(headers, "getall", None)
-        if getall is not None:
-            values = getall(name, [])
-            if len(values) > 1:
-                raise BadRequest(f"{name} given more than once", code="bad_identity_header")
-            return values[0] if values else None
-        return headers.get(name)
-
-    agent = get(AGENT_IDENTITY_HEADER)
-    principal = get(PRINCIPAL_HEADER)
-    session = get(SESSION_HEADER)
+    agent = single_header(headers, AGENT_IDENTITY_HEADER)
+    principal = single_header(headers, PRINCIPAL_HEADER)
+    session = single_header(headers, SESSION_HEADER)
     return Identity(
         agent=None if agent is None else validate_agent_identity(agent),
         principal=None if principal is None else validate_subject(PRINCIPAL_HEADER, principal),

@@ -17,7 +17,12 @@ from dataclasses import dataclass
 
 from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
 from kaos_core.errors import BadRequest
-from kaos_core.memory.identity import SESSION_HEADER, parse_identity, validate_subject
+from kaos_core.memory.identity import (
+    SESSION_HEADER,
+    header_values,
+    parse_identity,
+    validate_subject,
+)
 
 # The widest depth a caller may claim. Deeper calls are not an error of this agent's
 # making (its own limit, MAX_DELEGATION_DEPTH, stops it delegating further); a value
@@ -97,10 +102,7 @@ def run_context(
 
 
 def _single(headers: Mapping[str, str], name: str) -> str | None:
-    getall = getattr(headers, "getall", None)
-    if getall is None:
-        return headers.get(name)
-    values = getall(name, [])
+    values = header_values(headers, name)
     if len(values) > 1:
         raise BadDelegationDepth(f"{name} given more than once")
     return values[0] if values else None
