@@ -11,6 +11,12 @@ after folding, a long-term fact recalled in a new session, isolation between two
 principals and a forget. It prints a transcript and a table of what each tier held,
 stops everything and exits 0; a step that does not show what it should exits 1 naming
 the step, a stack that cannot start exits 2.
+
+``--secure`` runs the secured posture (``posture.securityEnabled``): every agent presents
+its own service-account token to the memory service and to the agents it delegates to,
+and they verify it (a local issuer stands in for the cluster's API server, see
+``tests/support/localstack.py``). The conversation starts by showing forged and replayed
+identities refused, then runs as before on verified identities.
 """
 
 from __future__ import annotations
@@ -27,8 +33,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
+from cryptography.hazmat.primitives.asymmetric import rsa
 from kaos_agent.memory.remote import FACTS_HEADER
+from kaos_core.auth import names as auth_names
+from kaos_core.memory.identity import AGENT_IDENTITY_HEADER, PRINCIPAL_HEADER
 
+from tests.support.jwt_craft import sa_claims, sign
 from tests.support.localstack import (
     DELEGATED_MESSAGE,
     SCRIPT,
@@ -110,7 +120,83 @@ class Demo:
             r = await mem.recall("session", "", session_id=session, principal=principal)
         return len(r.short_term.window), r.medium_term.version
 
+    async def memory_answer(self, headers: dict[str, str]) -> tuple[int, str]:
+        """A recall of alice's memory with the coordinator, sent with ``headers``."""
+        body = {"level": "agent", "query": "where does alice live", "include": ["long_term"]}
+        async with self.http.post(
+            self.stack.memory_url + "/v1/recall",
+            json=body,
+            headers={PRINCIPAL_HEADER: ALICE, **headers},
+        ) as resp:
+            doc = await resp.json(content_type=None)
+            error = doc.get("error") if isinstance(doc, dict) else None
+            return resp.status, str(error.get("code", "")) if isinstance(error, dict) else ""
+
     # -- the steps ---------------------------------------------------------------------------
+
+    async def verified_identity(self) -> None:
+        say("\n== 0. Verified identity: forged and replayed identities are refused ==")
+        stack, issuer = self.stack, self.stack.issuer
+        assert issuer is not None
+        coordinator = stack.identity("coordinator")
+        ns = stack.samples.agents["coordinator"].namespace
+        token = auth_names.AGENT_TOKEN_HEADER
+
+        def read(kind: str, path: Path | None) -> str:
+            assert path is not None, kind
+            return path.read_text()
+
+        stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        forged = sign(sa_claims(ns, "coordinator", now=time.time(), issuer=issuer.url), stranger)
+        cases: list[tuple[str, dict[str, str], int, str]] = [
+            (
+                f"{AGENT_IDENTITY_HEADER}: coordinator, no token",
+                {AGENT_IDENTITY_HEADER: coordinator},
+                401,
+                "missing_token",
+            ),
+            (
+                "the coordinator's claims signed with another key",
+                {token: forged},
+                401,
+                "invalid_token",
+            ),
+            (
+                "the researcher's own token, claiming to be the coordinator",
+                {
+                    token: read("memory", stack.token_file("researcher", "memory")),
+                    AGENT_IDENTITY_HEADER: coordinator,
+                },
+                403,
+                "identity_mismatch",
+            ),
+            (
+                "the coordinator's agent-audience token replayed at the memory service",
+                {token: read("agent", stack.token_file("coordinator", "agent"))},
+                401,
+                "invalid_token",
+            ),
+        ]
+        say(f"   memory service: recall alice's memory with the coordinator ({coordinator})")
+        for what, headers, status, code in cases:
+            got, got_code = await self.memory_answer(headers)
+            say(f"      {what}: HTTP {got} {got_code}")
+            check((got, got_code) == (status, code), f"refused with {status} {code}")
+        got, code = await self.memory_answer(
+            {token: read("memory", stack.token_file("coordinator", "memory"))}
+        )
+        say(f"      the coordinator's own memory token: HTTP {got} {code}".rstrip())
+        check(got == 200, "the real identity is served")
+        say("   researcher: a chat call claiming to be a delegation from the coordinator")
+        async with self.http.post(
+            stack.agent_url("researcher") + "/v1/chat/completions",
+            json={"model": "agent", "messages": [{"role": "user", "content": "hi"}]},
+            headers={AGENT_IDENTITY_HEADER: coordinator, PRINCIPAL_HEADER: ALICE},
+        ) as resp:
+            doc = await resp.json(content_type=None)
+            code = str(doc.get("error", {}).get("code", ""))
+        say(f"      no token: HTTP {resp.status} {code}")
+        check((resp.status, code) == (401, "missing_token"), "refused with 401 missing_token")
 
     async def short_term(self) -> None:
         say("\n== 1. Short-term window: alice talks to the coordinator in session alice-1 ==")
@@ -266,6 +352,8 @@ class Demo:
 
     async def run(self) -> None:
         await self.stack.devmodel.aset_script(SCRIPT)
+        if self.stack.issuer is not None:
+            await self.verified_identity()
         await self.short_term()
         await self.tool_call()
         await self.delegation()
@@ -289,13 +377,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the external MemoryStore sample (PostgreSQL + pgvector from hack/postgres)",
     )
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="the secured posture: verified service-account tokens between the services",
+    )
     args = parser.parse_args(argv)
     storage: Storage = "external" if args.external else "local"
+    posture = "secured posture" if args.secure else "trusted-header posture"
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kaos-run-") as tmp:
-        say(f"== The KAOS stack on loopback ({storage} memory) ==")
+        say(f"== The KAOS stack on loopback ({storage} memory, {posture}) ==")
         try:
-            stack = LocalStack(Path(tmp), storage=storage, log=say)
+            stack = LocalStack(Path(tmp), storage=storage, log=say, secure=args.secure)
             stack.start()
         except (StackError, RuntimeError) as exc:
             say(f"\nmake run: the stack did not start: {exc}")

@@ -40,6 +40,7 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+import auth_bench  # noqa: E402
 from benchlib import devmodel, percentile, require_postgres  # noqa: E402
 from kaos_memory.settings import MemorySettings  # noqa: E402
 from kaos_memory.storage.longterm import mem0_config, to_entity_id  # noqa: E402
@@ -366,6 +367,12 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=300, help="operations per measurement")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--dims", type=int, default=64, help="embedding dimension")
+    parser.add_argument(
+        "--verification-ops",
+        type=int,
+        default=500,
+        help="requests per operation for verification off vs on (auth_bench.py); 0 skips it",
+    )
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -376,6 +383,11 @@ def main() -> None:
             for mode in modes:
                 rows += run_mode(mode, size, args, f"{model.url}/v1", admin_dsn)
                 print_table(rows, args.concurrency)
+        if args.verification_ops > 0:
+            print()
+            auth_bench.print_table(
+                auth_bench.run(f"{model.url}/v1", args.dims, args.verification_ops)
+            )
 
 
 if __name__ == "__main__":

@@ -13,9 +13,18 @@ list. What differs from the pods the operator would create, and only this:
   ``MemoryStoreContext.listen_host``/``listen_port``/``data_dir``, ``mcp_env(host=,
   port=, extra_allowed_hosts=)``): arguments of the functions, not edits of their output.
 - The overlay (``OVERLAY``): variables a pod gets from somewhere other than the function.
-  Today only ``KAOS_MEMORY_DSN`` of an external store, which a pod reads from the
-  store's connection Secret (``secretKeyRef``) and a local process gets as the DSN of a
-  fresh database on ``hack/postgres``.
+  ``KAOS_MEMORY_DSN`` of an external store, which a pod reads from the store's
+  connection Secret (``secretKeyRef``) and a local process gets as the DSN of a fresh
+  database on ``hack/postgres``; with ``secure=True`` the pod paths of the projected
+  tokens and the callers files, and the in-cluster API server (see below).
+- Secured (``secure=True``, ``make run --secure``): the posture has security on, so every
+  process also gets the security variables the Deployment builders add
+  (``security.agent_security_env``, ``security.memory_security_env``). What kubelet and the
+  API server do for a pod is done by a local service-account issuer
+  (``tests.support.devissuer``): it serves its discovery document and keys on loopback
+  and mints each agent's tokens (memory and agent audiences, the claims kube-apiserver
+  gives a projected token) into files; the callers ConfigMaps the operator would write
+  are written to files. The services verify with their real ``jwks`` verifier.
 - The ModelAPI. LiteLLM is not started: the ModelAPI's endpoint is the development model
   server it proxies, started with the command of ``samples/devmodel.yaml``'s Deployment
   (``--host``/``--port`` moved to loopback).
@@ -44,16 +53,16 @@ import psycopg
 import yaml
 from kaos_agent.mcp_runtime.settings import McpSettings
 from kaos_agent.settings import AgentSettings
+from kaos_core.auth import names as auth_names
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
 from kaos_core.devmodel import DevModelSettings
 from kaos_core.memory.client import MemoryServiceClient
-from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
+from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER, agent_identity
 from kaos_memory.settings import MemorySettings
-from kaos_operator.desired import AgentContext, Endpoint, McpContext, MemoryStoreContext
+from kaos_operator.desired import AgentContext, Endpoint, McpContext, MemoryStoreContext, security
 from kaos_operator.desired import agent_env as desired_agent_env
 from kaos_operator.desired.agent import (
     agent_endpoint,
-    agent_identity,
     agent_refusal,
     desired_agent_objects,
     memory_mode,
@@ -70,6 +79,8 @@ from kaos_operator.desired.modelapi import model_api_endpoint
 from kaos_operator.settings import Images, OperatorSettings, Posture
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from tests.support.devissuer import DevIssuer
+from tests.support.devissuer import ca_file as _issuer_ca
 from tests.support.devmodel import DevModel
 from tests.support.memory import MemoryDb
 from tests.support.postgres import (
@@ -94,12 +105,46 @@ STORE_SAMPLES: dict[Storage, str] = {
     "external": "memorystore-external.yaml",
 }
 
+_TOKEN_WHY = (
+    "secured: kubelet's projected service-account token in the pod; locally a token the "
+    "local issuer minted with the same claims"
+)
+_CALLERS_WHY = (
+    "secured: the callers ConfigMap the operator writes, mounted in the pod; locally its "
+    "data written to a file"
+)
+_API_WHY = (
+    "secured: the pod fetches the issuer's keys through the in-cluster API server with "
+    "its own token; locally unset, so they come from the local issuer's discovery document"
+)
+_CA_WHY = (
+    "secured: the cluster's CA in the pod; locally the CA of the local issuer's HTTPS certificate"
+)
 # Every variable a local process gets beside its desired-state function's output, and why.
 OVERLAY: dict[str, str] = {
     DSN_ENV: (
         "external store: a pod reads it from the connection Secret (secretKeyRef); "
         "locally the DSN of a fresh database on hack/postgres"
     ),
+    auth_names.AGENT_MEMORY_TOKEN_FILE: _TOKEN_WHY,
+    auth_names.AGENT_PEER_TOKEN_FILE: _TOKEN_WHY,
+    auth_names.AGENT_CALLERS_FILE: _CALLERS_WHY,
+    auth_names.MEMORY_CALLERS_FILE: _CALLERS_WHY,
+    auth_names.AGENT_AUTH_API_SERVER: _API_WHY,
+    auth_names.AGENT_AUTH_CA_FILE: _CA_WHY,
+    auth_names.AGENT_AUTH_TOKEN_FILE: _API_WHY,
+    auth_names.MEMORY_AUTH_API_SERVER: _API_WHY,
+    auth_names.MEMORY_AUTH_CA_FILE: _CA_WHY,
+    auth_names.MEMORY_AUTH_TOKEN_FILE: _API_WHY,
+}
+# A secured process's API server and own token (unset locally) and the CA it trusts.
+_NO_API_SERVER = {
+    "Agent": (auth_names.AGENT_AUTH_API_SERVER, auth_names.AGENT_AUTH_TOKEN_FILE),
+    "MemoryStore": (auth_names.MEMORY_AUTH_API_SERVER, auth_names.MEMORY_AUTH_TOKEN_FILE),
+}
+_CA_VARIABLE = {
+    "Agent": auth_names.AGENT_AUTH_CA_FILE,
+    "MemoryStore": auth_names.MEMORY_AUTH_CA_FILE,
 }
 
 
@@ -252,6 +297,8 @@ class ProcessSpec:
     timeout: float = 60.0
     cluster_url: str = ""
     notes: list[str] = field(default_factory=list)
+    # Secured: files the process reads that a pod gets from a ConfigMap (path -> content).
+    files: dict[str, str] = field(default_factory=dict)
 
     @property
     def env(self) -> dict[str, str]:
@@ -296,10 +343,52 @@ def _host_port(argv: list[str], host: str, port: int) -> list[str]:
     return out
 
 
+def issuer_ca_file(secure_dir: Path) -> Path:
+    """The CA of the local issuer of a secured stack whose files are in ``secure_dir``."""
+    return _issuer_ca(secure_dir / "issuer")
+
+
+def _callers_data(objects: list[dict[str, Any]]) -> str:
+    """The callers file of a resource's desired callers ConfigMap."""
+    cm = next(o for o in objects if o["kind"] == "ConfigMap" and "callers" in o["metadata"]["name"])
+    return str(cm["data"][auth_names.CALLERS_FILE])
+
+
+def _secured(
+    spec: ProcessSpec, kind: str, objects: list[dict[str, Any]], secure_dir: Path
+) -> ProcessSpec:
+    """``spec`` with the pod's security variables, its pod paths and the in-cluster API
+    server overlaid with local files (``OVERLAY``), and its callers file to write."""
+    name = spec.key.split("/", 1)[1]
+    callers = secure_dir / "callers" / f"{kind.lower()}-{name}.json"
+    spec.files[str(callers)] = _callers_data(objects)
+    spec.overlay.update(dict.fromkeys(_NO_API_SERVER[kind], ""))
+    spec.overlay[_CA_VARIABLE[kind]] = str(issuer_ca_file(secure_dir))
+    if kind == "Agent":
+        tokens = secure_dir / "tokens" / name
+        spec.overlay[auth_names.AGENT_MEMORY_TOKEN_FILE] = str(tokens / "memory")
+        spec.overlay[auth_names.AGENT_PEER_TOKEN_FILE] = str(tokens / "agent")
+        spec.overlay[auth_names.AGENT_CALLERS_FILE] = str(callers)
+    else:
+        spec.overlay[auth_names.MEMORY_CALLERS_FILE] = str(callers)
+    return spec
+
+
 def plan_stack(
-    samples: Samples, *, data_root: Path, dsn: str | None, images: Images, posture: Posture
+    samples: Samples,
+    *,
+    data_root: Path,
+    dsn: str | None,
+    images: Images,
+    posture: Posture,
+    secure_dir: Path | None = None,
 ) -> dict[str, ProcessSpec]:
-    """Every process of the stack, in start order, with its environment."""
+    """Every process of the stack, in start order, with its environment; with security on
+    in ``posture`` the security variables too, and their files under ``secure_dir``."""
+    secured = posture.security_enabled
+    if secured and secure_dir is None:
+        raise StackError("a secured stack needs a directory for its tokens and callers files")
+    agents = list(samples.agents.values())
     store = samples.store
     external = store.spec.storage.type == "external"
     if external and dsn is None:
@@ -333,9 +422,11 @@ def plan_stack(
 
     roles = store.spec.models
     store_key = f"MemoryStore/{store.name}"
+    store_callers = tuple(security.agents_bound_to(store.name, agents)) if secured else ()
     store_ctx = MemoryStoreContext(
         images=images,
         posture=posture,
+        callers=store_callers,
         model_api_url=model_url,
         summarization_model=_served_model(api, roles.summarization.model),
         embedding_model=_served_model(api, roles.embedding.model),
@@ -346,18 +437,22 @@ def plan_stack(
     cluster_store_ctx = MemoryStoreContext(
         images=images,
         posture=posture,
+        callers=store_callers,
         model_api_url=model_api_endpoint(api),
         summarization_model=store_ctx.summarization_model,
         embedding_model=store_ctx.embedding_model,
     )
+    store_objects = desired_memorystore_objects(store, cluster_store_ctx)
     plan[store_key] = ProcessSpec(
         key=store_key,
         program="kaos-memory",
         port=ports[store_key],
         argv=[console_script("kaos-memory")],
-        desired=memory_store_env(store, store_ctx),
-        desired_by="memory_store_env(store, ctx)",
-        cluster=_pod_env(desired_memorystore_objects(store, cluster_store_ctx)),
+        desired=memory_store_env(store, store_ctx)
+        | (security.memory_security_env(posture) if secured else {}),
+        desired_by="memory_store_env(store, ctx)"
+        + (" + security.memory_security_env(posture)" if secured else ""),
+        cluster=_pod_env(store_objects),
         overlay={DSN_ENV: dsn} if external and dsn is not None else {},
         timeout=120.0,
         cluster_url=memory_store_endpoint(store.namespace, store.name),
@@ -365,6 +460,8 @@ def plan_stack(
         if store.spec.effective_replicas() > 1
         else [],
     )
+    if secured and secure_dir is not None:
+        _secured(plan[store_key], "MemoryStore", store_objects, secure_dir)
 
     for name, server in samples.mcp_servers.items():
         key = f"MCPServer/{name}"
@@ -392,6 +489,7 @@ def plan_stack(
         common: dict[str, Any] = {
             "images": images,
             "posture": posture,
+            "callers": tuple(security.callers_of_agent(name, agents)) if secured else (),
             "model_name": _served_model(api, spec.model),
             "store_ceiling": store.spec.max_read_scope if remote else None,
         }
@@ -416,16 +514,21 @@ def plan_stack(
             memory_endpoint=memory_store_endpoint(store.namespace, store.name) if remote else None,
             **common,
         )
+        agent_objects = desired_agent_objects(agent, cluster_ctx)
         plan[key] = ProcessSpec(
             key=key,
             program="kaos-agent",
             port=ports[key],
             argv=[console_script("kaos-agent")],
-            desired=desired_agent_env(agent, local_ctx),
-            desired_by="agent_env(agent, ctx)",
-            cluster=_pod_env(desired_agent_objects(agent, cluster_ctx)),
+            desired=desired_agent_env(agent, local_ctx)
+            | (security.agent_security_env(posture) if secured else {}),
+            desired_by="agent_env(agent, ctx)"
+            + (" + security.agent_security_env(posture)" if secured else ""),
+            cluster=_pod_env(agent_objects),
             cluster_url=agent_endpoint(agent.namespace, name),
         )
+        if secured and secure_dir is not None:
+            _secured(plan[key], "Agent", agent_objects, secure_dir)
     for spec_ in plan.values():
         unknown = set(spec_.overlay) - set(OVERLAY)
         if unknown:
@@ -524,6 +627,7 @@ class LocalStack:
         dsn: str | None = None,
         samples: Samples | None = None,
         log: Callable[[str], None] | None = None,
+        secure: bool = False,
     ) -> None:
         self.root = root
         self.storage: Storage = storage
@@ -535,6 +639,14 @@ class LocalStack:
         settings = OperatorSettings.from_env({})
         self.images = settings.images
         self.posture = settings.posture
+        # Secured: security on, tokens from a local issuer (see the module's docstring).
+        self.issuer = DevIssuer(root / "secured" / "issuer") if secure else None
+        if self.issuer is not None:
+            self.posture = Posture(
+                security_enabled=True,
+                token_verification="jwks",
+                service_account_issuer=self.issuer.url,
+            )
         self.plan: dict[str, ProcessSpec] = {}
         self.procs: dict[str, ServiceProcess] = {}
 
@@ -552,7 +664,12 @@ class LocalStack:
                 dsn=dsn,
                 images=self.images,
                 posture=self.posture,
+                secure_dir=None if self.issuer is None else self.root / "secured",
             )
+            if self.issuer is not None:
+                self._log(f"   starting {'service-account issuer':<28} local on {self.issuer.url}")
+                self.issuer.start()
+                self._write_secured_files()
             for key, spec in self.plan.items():
                 self._log(f"   starting {spec.key:<28} {spec.program} on {spec.url}")
                 blank = dict.fromkeys(runtime_variables(spec.program), "")
@@ -582,6 +699,8 @@ class LocalStack:
                 proc.kill()
                 codes[key] = None
         self.procs.clear()
+        if self.issuer is not None:
+            self.issuer.stop()
         if self._database is not None:
             with contextlib.suppress(Exception):
                 self._database.drop()
@@ -627,10 +746,44 @@ class LocalStack:
         return agent_identity(self.samples.agents[agent].namespace, agent)
 
     def memory_client(self, agent: str | None = None) -> MemoryServiceClient:
-        """A client of the store as ``agent`` would call it (None: an administrator)."""
+        """A client of the store as ``agent`` would call it (None: an administrator);
+        secured, it presents the agent's memory token as the agent does."""
         return MemoryServiceClient(
-            self.memory_url, agent_identity=None if agent is None else self.identity(agent)
+            self.memory_url,
+            agent_identity=None if agent is None else self.identity(agent),
+            token_file=None if agent is None else self.token_file(agent, "memory"),
         )
+
+    def token_file(self, agent: str, audience: Literal["memory", "agent"]) -> Path | None:
+        """The file an agent reads its token for ``audience`` from (None: not secured)."""
+        variable = (
+            auth_names.AGENT_MEMORY_TOKEN_FILE
+            if audience == "memory"
+            else auth_names.AGENT_PEER_TOKEN_FILE
+        )
+        value = self.plan[f"Agent/{agent}"].overlay.get(variable)
+        return None if value is None else Path(value)
+
+    def _write_secured_files(self) -> None:
+        """The callers files, and each agent's tokens minted by the local issuer."""
+        assert self.issuer is not None
+        for key, spec in self.plan.items():
+            for path, content in spec.files.items():
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).write_text(content)
+            if not key.startswith("Agent/"):
+                continue
+            agent = self.samples.agents[key.split("/", 1)[1]]
+            for variable, audience in (
+                (auth_names.AGENT_MEMORY_TOKEN_FILE, auth_names.MEMORY_AUDIENCE),
+                (auth_names.AGENT_PEER_TOKEN_FILE, auth_names.AGENT_AUDIENCE),
+            ):
+                self.issuer.write_token(
+                    Path(spec.overlay[variable]),
+                    agent.namespace,
+                    security.agent_service_account(agent.name),
+                    audience,
+                )
 
     @property
     def memory_db(self) -> MemoryDb:
@@ -681,10 +834,14 @@ class LocalStack:
                     yield f"      {k:<34} {_short(pod)} -> {_short(local)}"
             for k in sorted(set(spec.cluster) - set(spec.desired) - set(spec.overlay)):
                 yield f"      {k:<34} {_short(spec.cluster[k])} -> (not set locally)"
+            said: set[str] = set()
             for k, v in spec.overlay.items():
                 pod = spec.cluster.get(k, "(unset)")
-                yield f"   overlay: {k:<25} {pod} -> {_redact(k, v)}"
-                yield f"            ({OVERLAY[k]})"
+                local = _short(_redact(k, v) or "(unset)")
+                yield f"   overlay: {_short(k, 34):<34} {_short(pod)} -> {local}"
+                if OVERLAY[k] not in said:  # each reason once per process
+                    said.add(OVERLAY[k])
+                    yield f"            ({OVERLAY[k]})"
 
 
 def _short(value: str, width: int = 40) -> str:

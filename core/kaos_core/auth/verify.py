@@ -9,7 +9,11 @@ the token is bound to one) or refuses it. Two verifiers share one interface:
   server's ``/openid/v1/jwks`` when an API server is configured, else the issuer's OIDC
   discovery document). Keys are fetched lazily, cached, and fetched again when a token
   names an unknown key id, at most once per ``refetch_interval`` (a flood of made-up key
-  ids cannot turn into a flood of fetches). Fast and independent of the API server, but
+  ids cannot turn into a flood of fetches). A token whose signature verified is
+  remembered (by its SHA-256, with the key that verified it) so an agent's next call with
+  the same token costs a hash, not an RSA verification; its claims (expiry, audience) are
+  still checked on every call, and a key the issuer no longer publishes voids what it
+  verified. Fast and independent of the API server, but
   blind to revocation: a token of a deleted pod or ServiceAccount stays valid until it
   expires (projected tokens live an hour at most, ``names.TOKEN_EXPIRATION_SECONDS``).
 - ``TokenReviewVerifier`` (mode ``tokenreview``) asks the API server
@@ -67,6 +71,9 @@ KEY_REFETCH_INTERVAL = 30.0
 # every request into a fetch), but recovery stays quick.
 FAILED_FETCH_RETRY = 1.0
 REVIEW_CACHE_ENTRIES = 4096
+# Tokens whose signature verified, remembered by hash (an agent presents the same
+# projected token until kubelet rotates it, so a handful per agent).
+SIGNATURE_CACHE_ENTRIES = 4096
 FETCH_TIMEOUT = 5.0
 
 _SUBJECT_RE = re.compile(r"^system:serviceaccount:(?P<ns>[^:]+):(?P<sa>[^:]+)$")
@@ -332,12 +339,35 @@ class JwksVerifier:
         self._refetch_interval = refetch_interval
         self._on_close = on_close
         self._keys: dict[str, jwt.PyJWK] = {}
+        # sha256(token) -> (its verified claims, the key that verified them).
+        self._verified: OrderedDict[str, tuple[Mapping[str, Any], jwt.PyJWK]] = OrderedDict()
         self._fetched = False
         self._next_fetch = float("-inf")
         self._lock = asyncio.Lock()
 
     async def verify(self, token: str, audience: str) -> VerifiedWorkload:
         precheck(token)
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        remembered = self._verified.get(digest)
+        if remembered is not None:
+            claims, key = remembered
+            if key in self._keys.values():
+                self._verified.move_to_end(digest)
+                return self._check(claims, audience)
+            del self._verified[digest]  # its key is gone: verify again (and likely refuse)
+        claims, key = await self._verify_signature(token)
+        self._verified[digest] = (claims, key)
+        while len(self._verified) > SIGNATURE_CACHE_ENTRIES:
+            self._verified.popitem(last=False)
+        return self._check(claims, audience)
+
+    def _check(self, claims: Mapping[str, Any], audience: str) -> VerifiedWorkload:
+        return check_claims(
+            claims, issuer=self.issuer, audience=audience, now=self._clock(), leeway=self.leeway
+        )
+
+    async def _verify_signature(self, token: str) -> tuple[Mapping[str, Any], jwt.PyJWK]:
+        """The token's claims and the key that verified its signature."""
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -370,9 +400,7 @@ class JwksVerifier:
             )
         except jwt.PyJWTError:
             raise Unauthenticated("token signature is not valid") from None
-        return check_claims(
-            claims, issuer=self.issuer, audience=audience, now=self._clock(), leeway=self.leeway
-        )
+        return claims, key
 
     async def _key(self, kid: str | None) -> jwt.PyJWK:
         found = self._lookup(kid)

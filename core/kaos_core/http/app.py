@@ -140,6 +140,8 @@ async def _serve(
         keepalive_timeout=limits.idle_timeout,
         lingering_time=min(_LINGERING_TIME, limits.body_timeout),
         auto_decompress=False,
+        max_field_size=limits.max_header_bytes,
+        max_headers=limits.max_headers,
     )
     await runner.setup()
     try:

@@ -60,6 +60,23 @@ class HttpLimits(EnvSettings):
         f"{DEFAULT_MAX_CONNECTIONS}. Never more than the open-file limit allows.",
     )
 
+    max_header_bytes: int = Field(
+        default=72 * 1024,
+        ge=1024,
+        le=1024 * 1024,
+        description="Bytes of one request header (its value, and its name); a larger one "
+        "is answered 400 before any handler runs. The default admits a credential header "
+        "of 64 KiB, so an oversize token reaches the token verifier and is refused with a "
+        "401 that says why. Not applied by the MCP runtime (uvicorn's own limits).",
+    )
+    max_headers: int = Field(
+        default=64,
+        ge=16,
+        le=1024,
+        description="Request headers per request; more is answered 400. With "
+        "max_header_bytes it bounds what one request head can hold in memory.",
+    )
+
     def connection_cap(self) -> int:
         """Open connections allowed: the setting, or derived from the open-file limit."""
         fd_room = _fd_room()

@@ -332,8 +332,9 @@ class AgentSettings(EnvSettings):
         auth_names.AGENT_AUTH_API_SERVER,
         "auth",
         "the API server URL (e.g. `https://kubernetes.default.svc`). `tokenreview` (required"
-        " there) posts TokenReviews to it (the agent's ServiceAccount needs"
-        " `system:auth-delegator`); `jwks` fetches the issuer's keys from it",
+        " there) posts TokenReviews to it (the agent's ServiceAccount needs `create` on"
+        " tokenreviews: the chart's `<release>-tokenreview` binding); `jwks` fetches the"
+        " issuer's keys from it",
         default=None,
     )
     auth_ca_file: Path | None = setting(

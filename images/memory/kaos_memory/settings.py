@@ -401,8 +401,9 @@ class MemorySettings(EnvSettings):
     auth_api_server: str | None = setting(
         "auth",
         "the API server URL (e.g. `https://kubernetes.default.svc`). `tokenreview` (required"
-        " there) posts TokenReviews to it (the service's ServiceAccount needs"
-        " `system:auth-delegator`); `jwks` fetches the issuer's keys from it",
+        " there) posts TokenReviews to it (the service's ServiceAccount needs `create` on"
+        " tokenreviews: the chart's `<release>-tokenreview` binding); `jwks` fetches the"
+        " issuer's keys from it",
         default=None,
     )
     auth_ca_file: Path | None = setting(

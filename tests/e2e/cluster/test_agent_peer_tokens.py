@@ -1,8 +1,10 @@
 """Verified agent identity between agents, against the test cluster's real issuer.
 
 A real callee ``kaos-agent`` runs in ``jwks`` mode (keys from the API server's
-``/openid/v1/jwks``, fetched with its own token) with a callers file that lists one
-ServiceAccount (``caller-a``). Callers present TokenRequest tokens (``kubectl create
+``/openid/v1/jwks``, fetched with its own token) and in ``tokenreview`` mode (the API
+server's TokenReview, allowed by the chart's own ``<release>-tokenreview`` binding,
+rendered with helm and applied) with a callers file that lists one ServiceAccount
+(``caller-a``). Callers present TokenRequest tokens (``kubectl create
 token --audience kaos.dev/agent``) over A2A and chat completions; forgeries with chosen
 claims are signed with the cluster's own service-account key. Every refusal is checked
 for its status, its error shape, and for having reached no model. Last, a real caller
@@ -24,19 +26,23 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from kaos_core.auth import names
+from multidict import CIMultiDict
 
 from tests.fixtures.agent import AgentFactory
+from tests.fixtures.helm import CHART_DIR
 from tests.support.cluster import SERVICE_ACCOUNT_ISSUER, Cluster
 from tests.support.devmodel import DevModel
+from tests.support.jwt_craft import b64url_decode, sign, tampered, unsigned
 from tests.support.procs import ServiceProcess
-from tests.unit.core.jwt_craft import b64url_decode, sign, tampered, unsigned
 
 pytestmark = pytest.mark.cluster
 
 CALLER_A, CALLER_B, CALLEE = "caller-a", "caller-b", "callee"
+MODES = ("jwks", "tokenreview")
 DELEGATE_SCRIPT: list[dict[str, Any]] = [
     {
         "match": "ask b",
@@ -116,21 +122,47 @@ def world(k8s_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
         k8s_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
-@pytest.fixture(scope="module")
-def callee(world: World, module_agent_factory: AgentFactory) -> ServiceProcess:
+def tokenreview_rbac(world: World) -> list[dict[str, Any]]:
+    """The chart's TokenReview ClusterRole and the binding for the world's namespace."""
+    rendered = world.cluster.run_helm(
+        "template", f"tr-{world.ns}", str(CHART_DIR),
+        "--set", "posture.securityEnabled=true",
+        "--set", "posture.tokenVerification=tokenreview",
+        "--set", f"posture.tokenReviewNamespaces={{{world.ns}}}",
+        "--show-only", "templates/operator-rbac.yaml",
+    ).stdout  # fmt: skip
+    objects = [o for o in yaml.safe_load_all(rendered) if o]
+    chosen = [o for o in objects if o["metadata"]["name"].endswith(("-tokenreview", world.ns))]
+    assert {o["kind"] for o in chosen} == {"ClusterRole", "ClusterRoleBinding"}, chosen
+    return chosen
+
+
+@pytest.fixture(scope="module", params=MODES)
+def callee(
+    request: pytest.FixtureRequest, world: World, module_agent_factory: AgentFactory
+) -> Iterator[ServiceProcess]:
+    mode = str(request.param)
+    rbac = tokenreview_rbac(world) if mode == "tokenreview" else []
+    manifest = yaml.safe_dump_all(rbac)
+    if rbac:
+        world.cluster.kubectl("apply", "-f", "-", input=manifest)
     # Its own token (the API server's audience), as the operator projects it.
-    own = world.tmp / "own-token"
+    own = world.tmp / f"own-token-{mode}"
     own.write_text(world.mint(CALLEE, audience=""))
     world.write_callers(CALLER_A)
-    return module_agent_factory(
-        "callee",
-        AGENT_AUTH_MODE="jwks",
-        AGENT_AUTH_ISSUER=SERVICE_ACCOUNT_ISSUER,
-        AGENT_AUTH_API_SERVER=world.cluster.server,
-        AGENT_AUTH_CA_FILE=_ca_file(world.cluster, world.tmp),
-        AGENT_AUTH_TOKEN_FILE=own,
-        AGENT_CALLERS_FILE=world.callers,
-    )
+    try:
+        yield module_agent_factory(
+            f"callee-{mode}",
+            AGENT_AUTH_MODE=mode,
+            AGENT_AUTH_ISSUER=SERVICE_ACCOUNT_ISSUER,
+            AGENT_AUTH_API_SERVER=world.cluster.server,
+            AGENT_AUTH_CA_FILE=_ca_file(world.cluster, world.tmp),
+            AGENT_AUTH_TOKEN_FILE=own,
+            AGENT_CALLERS_FILE=world.callers,
+        )
+    finally:
+        if rbac:
+            world.cluster.kubectl("delete", "-f", "-", input=manifest, check=False)
 
 
 @dataclass
@@ -266,6 +298,8 @@ async def test_expired_and_forged_tokens_are_401(
     forged = {
         "alg-none": unsigned(real),
         "tampered": tampered(real, sub=f"system:serviceaccount:{world.ns}:{CALLER_B}"),
+        # Within KAOS_HTTP_MAX_HEADER_BYTES: the verifier refuses it by its size.
+        "64 KiB": "a" * 65536,
     }
     if world.sa_key is not None:
         now = int(time.time())
@@ -275,6 +309,25 @@ async def test_expired_and_forged_tokens_are_401(
             await refused_both(callee, devmodel, token(value), 401, "invalid_token")
         except AssertionError as exc:  # pragma: no cover - names the forgery that passed
             raise AssertionError(f"{name}: {exc}") from exc
+
+
+async def test_a_token_given_twice_is_401(
+    callee: ServiceProcess, world: World, devmodel: DevModel
+) -> None:
+    real = world.mint(CALLER_A)
+    headers = CIMultiDict([(names.AGENT_TOKEN_HEADER, real), (names.AGENT_TOKEN_HEADER, real)])
+    headers["X-KAOS-Delegation-Depth"] = "1"
+    before = devmodel.stats()["chat"]
+    body = {"model": "callee", "messages": [{"role": "user", "content": "hello"}]}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(callee.url + "/v1/chat/completions", json=body, headers=headers) as resp,
+    ):
+        doc = await resp.json(content_type=None)
+    assert resp.status == 401, doc
+    assert doc["error"]["code"] == "invalid_token"
+    assert "more than once" in doc["error"]["message"]
+    assert devmodel.stats()["chat"] == before
 
 
 async def test_a_revoked_caller_is_refused_without_a_restart(

@@ -185,14 +185,15 @@ def test_tokenreview_rbac_only_when_chosen_with_security(helm: Helm) -> None:
     assert tokenreview_objects("posture.tokenVerification=tokenreview") == set()
     assert tokenreview_objects(
         "posture.securityEnabled=true", "posture.tokenVerification=tokenreview"
-    ) == {"ClusterRole/kaos-memory-tokenreview"}
+    ) == {"ClusterRole/kaos-tokenreview"}
 
     objects = helm.template(
         "posture.securityEnabled=true",
         "posture.tokenVerification=tokenreview",
         "operator.watchNamespace=team-a",
+        "posture.tokenReviewNamespaces={team-b,team-a}",
     )
-    role = find_object(objects, "ClusterRole", "kaos-memory-tokenreview")
+    role = find_object(objects, "ClusterRole", "kaos-tokenreview")
     assert role["rules"] == [
         {
             "apiGroups": ["authentication.k8s.io"],
@@ -200,11 +201,28 @@ def test_tokenreview_rbac_only_when_chosen_with_security(helm: Helm) -> None:
             "verbs": ["create"],
         }
     ]
-    binding = find_object(objects, "ClusterRoleBinding", "kaos-memory-tokenreview-team-a")
-    assert binding["roleRef"]["name"] == "kaos-memory-tokenreview"
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": "default", "namespace": "team-a"}
+    # One binding per namespace, the watched one not twice; memory pods (default
+    # ServiceAccount) and agents (one ServiceAccount each) of that namespace only.
+    bindings = [
+        o
+        for o in objects
+        if o["kind"] == "ClusterRoleBinding"
+        and o["metadata"]["name"].startswith("kaos-tokenreview")
     ]
+    assert sorted(b["metadata"]["name"] for b in bindings) == [
+        "kaos-tokenreview-team-a",
+        "kaos-tokenreview-team-b",
+    ]
+    for binding in bindings:
+        ns = binding["metadata"]["name"].removeprefix("kaos-tokenreview-")
+        assert binding["roleRef"]["name"] == "kaos-tokenreview"
+        assert binding["subjects"] == [
+            {
+                "kind": "Group",
+                "apiGroup": "rbac.authorization.k8s.io",
+                "name": f"system:serviceaccounts:{ns}",
+            }
+        ]
 
 
 def test_leader_election_lease_is_restricted_by_name(helm: Helm) -> None:

@@ -25,7 +25,7 @@ from kaos_core.auth.verify import (
     jwks_url,
 )
 
-from tests.unit.core.jwt_craft import (
+from tests.support.jwt_craft import (
     ISSUER,
     hs256_with_public_key,
     jwks,
@@ -177,6 +177,33 @@ async def test_unknown_key_ids_refetch_at_a_bounded_rate(
     with pytest.raises(Unauthenticated, match="unknown key"):
         await v.verify(sign(_claims(), other_key, kid="made-up"), AUDIENCE)
     assert source.fetches == 3
+
+
+async def test_a_remembered_token_is_still_checked_on_every_call(
+    key: RSAPrivateKey, other_key: RSAPrivateKey
+) -> None:
+    source, clock = KeySource(jwks(key)), Clock()
+    v = verifier(source, clock)
+    token = sign(_claims(), key)
+    assert await v.verify(token, AUDIENCE)
+    assert await v.verify(token, AUDIENCE)  # remembered: no new fetch, same answer
+    assert source.fetches == 1
+
+    # The audience is checked per call: the same bytes offered to another audience fail.
+    with pytest.raises(Unauthenticated, match="audience"):
+        await v.verify(token, "kaos.dev/agent")
+    # So is the expiry: remembered signatures do not extend a token's life.
+    clock.now += 600 + 31
+    with pytest.raises(Unauthenticated, match="expired"):
+        await v.verify(token, AUDIENCE)
+    clock.now -= 600 + 31
+
+    # A key the issuer no longer publishes voids what it verified.
+    source.doc = jwks(other_key)
+    clock.now += KEY_REFETCH_INTERVAL
+    assert await v.verify(sign(_claims(), other_key), AUDIENCE)  # fetches the new key set
+    with pytest.raises(Unauthenticated, match="unknown key"):
+        await v.verify(token, AUDIENCE)
 
 
 async def test_an_unreachable_issuer_is_unavailable_then_recovers(key: RSAPrivateKey) -> None:

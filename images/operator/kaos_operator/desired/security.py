@@ -9,8 +9,9 @@ changes (the builders of each kind skip these pieces entirely).
   and a third one for the API server with the cluster CA: an agent verifies the tokens of
   the agents delegating to it, and that needs the issuer's keys (``jwks``, from the API
   server's ``/openid/v1/jwks``, which needs an authenticated caller on a default cluster)
-  or TokenReviews (``tokenreview``, for which the Agent's ServiceAccount needs
-  ``system:auth-delegator``, a binding the operator does not create). The token carries
+  or TokenReviews (``tokenreview``, for which the Agent's ServiceAccount needs ``create``
+  on tokenreviews: the chart binds it to the namespace's ServiceAccounts group; the
+  operator holds no RBAC rights, so it cannot grant any). The token carries
   only what the ServiceAccount is granted: nothing beyond discovery unless someone binds
   more to it.
 - **Callers files.** A MemoryStore's ConfigMap lists the Agents bound to it; an Agent's
