@@ -27,20 +27,24 @@ $(STAMP): pyproject.toml constraints.txt
 venv: $(STAMP) ## create the virtual environment with every extra
 
 .PHONY: services
-services: ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries)
+services: ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, Jaeger, Ory Hydra)
 	hack/postgres install
 	hack/postgres start
 	hack/k8s-build
+	hack/jaeger-build
+	hack/hydra-build
 
 # Every shell script of the project; shellcheck comes from Debian (.ci/run installs it).
-SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/test-cluster hack/gen-crds hack/gen-docs \
-	hack/bench/memory hack/bench/memory-replicas hack/bench/operator $(wildcard hack/kind/*)
+SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/test-cluster hack/gen-crds hack/gen-docs \
+	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo $(wildcard hack/kind/*)
 
-# shellcheck (the lint) and zsh (the CLI's zsh completion test) from Debian when missing
-# (root, or sudo), so `make test` sets up a fresh machine.
+# shellcheck (the lint), zsh (the CLI's zsh completion test) and chromium with its driver
+# (the console's browser tests, tests/e2e/console) from Debian when missing (root, or
+# sudo), so `make test` sets up a fresh machine.
 .PHONY: tools
 tools:
-	@missing=; for tool in shellcheck zsh; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	@missing=; for tool in shellcheck zsh chromium chromedriver; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	missing="$${missing/chromedriver/chromium-driver}"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
 	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing; fi

@@ -38,7 +38,7 @@ from kaos_agent.memory.remote import FACTS_HEADER
 from kaos_core.auth import names as auth_names
 from kaos_core.memory.identity import AGENT_IDENTITY_HEADER, PRINCIPAL_HEADER
 
-from tests.support.jwt_craft import sa_claims, sign
+from tests.support.jwt_craft import sa_claims, sign, tampered
 from tests.support.localstack import (
     DELEGATED_MESSAGE,
     SCRIPT,
@@ -49,6 +49,7 @@ from tests.support.localstack import (
     chat,
     model_request,
 )
+from tests.support.oidc import HydraMissing, hydra_binary
 
 ALICE, BOB = "alice", "bob"
 FOLD_DEADLINE_S = 120.0
@@ -92,7 +93,12 @@ class Demo:
     async def ask(self, agent: str, principal: str, session: str, text: str) -> str:
         say(f"   {principal} → {agent} [{session}]: {clip(text)}")
         reply = await chat(
-            self.http, self.stack.agent_url(agent), text, session=session, principal=principal
+            self.http,
+            self.stack.agent_url(agent),
+            text,
+            session=session,
+            principal=principal,
+            user_token=self.stack.user_token(principal),
         )
         if reply.status != 200:
             raise StepFailed(f"{agent} answered HTTP {reply.status}: {reply.body}")
@@ -112,12 +118,23 @@ class Demo:
 
     async def facts(self, agent: str, principal: str) -> list[str]:
         async with self.stack.memory_client(agent) as mem:
-            listed = await mem.list("agent", principal=principal, include=["long_term"])
+            listed = await mem.list(
+                "agent",
+                principal=principal,
+                include=["long_term"],
+                user_token=self.stack.user_token(principal),
+            )
         return [f.text for f in listed.long_term.facts]
 
     async def window(self, agent: str, principal: str, session: str) -> tuple[int, int | None]:
         async with self.stack.memory_client(agent) as mem:
-            r = await mem.recall("session", "", session_id=session, principal=principal)
+            r = await mem.recall(
+                "session",
+                "",
+                session_id=session,
+                principal=principal,
+                user_token=self.stack.user_token(principal),
+            )
         return len(r.short_term.window), r.medium_term.version
 
     async def memory_answer(self, headers: dict[str, str]) -> tuple[int, str]:
@@ -182,9 +199,11 @@ class Demo:
             got, got_code = await self.memory_answer(headers)
             say(f"      {what}: HTTP {got} {got_code}")
             check((got, got_code) == (status, code), f"refused with {status} {code}")
-        got, code = await self.memory_answer(
-            {token: read("memory", stack.token_file("coordinator", "memory"))}
-        )
+        real = {token: read("memory", stack.token_file("coordinator", "memory"))}
+        alice_token = stack.user_token(ALICE)
+        if alice_token is not None:
+            real[auth_names.USER_TOKEN_HEADER] = alice_token
+        got, code = await self.memory_answer(real)
         say(f"      the coordinator's own memory token: HTTP {got} {code}".rstrip())
         check(got == 200, "the real identity is served")
         say("   researcher: a chat call claiming to be a delegation from the coordinator")
@@ -197,6 +216,46 @@ class Demo:
             code = str(doc.get("error", {}).get("code", ""))
         say(f"      no token: HTTP {resp.status} {code}")
         check((resp.status, code) == (401, "missing_token"), "refused with 401 missing_token")
+        if stack.provider is None:
+            say(
+                "   verified users: not shown here: Ory Hydra is not built"
+                " (hack/hydra-build, or make services, builds it)"
+            )
+            return
+        await self.verified_users()
+
+    async def verified_users(self) -> None:
+        stack = self.stack
+        assert stack.provider is not None
+        say(f"   users: tokens from a real OIDC provider (Ory Hydra, {stack.provider.issuer})")
+        alice = stack.user_token(ALICE)
+        assert alice is not None
+        url = stack.agent_url("coordinator") + "/v1/chat/completions"
+        body = {"model": "agent", "messages": [{"role": "user", "content": "Who am I?"}]}
+        cases: list[tuple[str, dict[str, str], int, str]] = [
+            ("no user token", {}, 401, "missing_user_token"),
+            (
+                f"alice's token with {PRINCIPAL_HEADER}: bob",
+                {"Authorization": f"Bearer {alice}", PRINCIPAL_HEADER: BOB},
+                400,
+                "principal_header_refused",
+            ),
+            (
+                "alice's token edited to say bob (signature kept)",
+                {"Authorization": f"Bearer {tampered(alice, sub=BOB)}"},
+                401,
+                "invalid_token",
+            ),
+        ]
+        say("   coordinator: an end user's chat call")
+        for what, headers, status, code in cases:
+            async with self.http.post(url, json=body, headers=headers) as resp:
+                doc = await resp.json(content_type=None)
+                error = doc.get("error") if isinstance(doc, dict) else None
+                got = str(error.get("code", "")) if isinstance(error, dict) else ""
+            say(f"      {what}: HTTP {resp.status} {got}")
+            check((resp.status, got) == (status, code), f"refused with {status} {code}")
+        say("   (from here on every request carries the user's token, never X-Principal)")
 
     async def short_term(self) -> None:
         say("\n== 1. Short-term window: alice talks to the coordinator in session alice-1 ==")
@@ -271,7 +330,13 @@ class Demo:
             await asyncio.sleep(0.25)  # polling background work: a demo, not a test
         check(bool(version), f"digest version {version} of alice-1 was written")
         async with self.stack.memory_client("coordinator") as mem:
-            r = await mem.recall("session", "", session_id="alice-1", principal=ALICE)
+            r = await mem.recall(
+                "session",
+                "",
+                session_id="alice-1",
+                principal=ALICE,
+                user_token=self.stack.user_token(ALICE),
+            )
         digest = (r.medium_term.summary or "").splitlines()
         say(f"   digest ({len(digest)} lines):")
         for line in digest[:6]:
@@ -325,7 +390,12 @@ class Demo:
         say("\n== 7. Forget: alice's memory with both agents is erased ==")
         for agent in ("coordinator", "researcher"):
             async with self.stack.memory_client(agent) as mem:
-                f = await mem.forget("agent", principal=ALICE, failure_mode="strict")
+                f = await mem.forget(
+                    "agent",
+                    principal=ALICE,
+                    failure_mode="strict",
+                    user_token=self.stack.user_token(ALICE),
+                )
             n = f.forgotten
             say(
                 f"   forget(agent={agent}, principal=alice): {n.short_term} turns, "
@@ -385,11 +455,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     storage: Storage = "external" if args.external else "local"
     posture = "secured posture" if args.secure else "trusted-header posture"
+    users = False
+    if args.secure:
+        try:
+            hydra_binary()
+            users = True
+            posture += ", verified users"
+        except HydraMissing:
+            posture += ", no verified users: Ory Hydra is not built (run hack/hydra-build)"
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kaos-run-") as tmp:
         say(f"== The KAOS stack on loopback ({storage} memory, {posture}) ==")
         try:
-            stack = LocalStack(Path(tmp), storage=storage, log=say, secure=args.secure)
+            stack = LocalStack(Path(tmp), storage=storage, log=say, secure=args.secure, users=users)
             stack.start()
         except (StackError, RuntimeError) as exc:
             say(f"\nmake run: the stack did not start: {exc}")

@@ -10,4 +10,6 @@ pytest_plugins: list[str] = [
     "tests.fixtures.agent",
     "tests.fixtures.operator",
     "tests.fixtures.leaks",
+    "tests.fixtures.jaeger",
+    "tests.fixtures.oidc",
 ]

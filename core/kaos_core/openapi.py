@@ -323,6 +323,14 @@ AGENT_TOKEN = Header(
     "required, it decides the agent identity, and `X-Agent-Identity` must match it.",
     {"type": "string"},
 )
+ADMIN_CREDENTIAL = Header(
+    "Authorization",
+    "An administrator's Kubernetes credential, `Bearer <token>` (the `kaos memory` CLI; no "
+    "`X-Agent-Token`). Read only when `KAOS_MEMORY_AUTH_MODE` is `jwks` or `tokenreview`: "
+    "the API server reviews it (TokenReview) and must allow its user `get` (recall, list, "
+    "audit) or `delete` (forget) on `memorystores/data` of this store (SubjectAccessReview).",
+    {"type": "string"},
+)
 PRINCIPAL = principal_header(
     "Verified end-user subject (set by the agent runtime from the gateway-verified user). "
     "Malformed: 400 `bad_identity_header`."
@@ -354,13 +362,16 @@ _415 = (
 _401 = (
     "Only with agent-token verification on (`KAOS_MEMORY_AUTH_MODE`): `missing_token` (no "
     "`X-Agent-Token`, given twice, or an identity header alone), `invalid_token` (expired, "
-    "not yet valid, another audience or issuer, a forged or oversized token). Carries "
-    "`WWW-Authenticate`."
+    "not yet valid, another audience or issuer, a forged or oversized token; or an admin "
+    "credential the API server does not accept), `invalid_request` (an `Authorization` "
+    "that is not `Bearer <token>`). Carries `WWW-Authenticate` (`Bearer` for admin calls)."
 )
 _403_AUTH = (
     "; with agent-token verification on also `caller_not_allowed` (the token's "
     "ServiceAccount is not an Agent bound to this store) and `identity_mismatch` "
-    "(`X-Agent-Identity` differs from the token's agent)"
+    "(`X-Agent-Identity` differs from the token's agent); for admin calls `admin_forbidden` "
+    "(RBAC does not allow the user the verb on `memorystores/data`; the message names "
+    "both), `admin_not_configured`, `admin_write_forbidden`, `admin_agent_forbidden`"
 )
 _408 = "`request_timeout`: the body did not arrive within `KAOS_HTTP_BODY_TIMEOUT`."
 _503 = (
@@ -388,7 +399,14 @@ def _memory_replies(
 
 def memory_operations() -> list[Operation]:
     """The operations of the memory contract v1 (``docs/memory-http-v1.md``)."""
-    reads = [AGENT_IDENTITY, AGENT_TOKEN, PRINCIPAL, session_header(SESSION_DOC), REQUEST_ID]
+    reads = [
+        AGENT_IDENTITY,
+        AGENT_TOKEN,
+        ADMIN_CREDENTIAL,
+        PRINCIPAL,
+        session_header(SESSION_DOC),
+        REQUEST_ID,
+    ]
     tags = ["memory"]
     strict = (
         "`strict_failure`: a store failed under `failure_mode: strict`; `internal_error`: "
@@ -462,7 +480,11 @@ def memory_operations() -> list[Operation]:
             "post",
             "forget",
             "Erase one scope across all tiers, synchronously",
-            "Same scope rules as the reads. A soft failure answers 200 with `degraded: true`.",
+            "Same scope rules as the reads (an admin call is not bound by the read "
+            "ceiling: `user` level with `X-Principal` erases that principal across every "
+            "agent and session). Every erasure leaves an audit record (who, when, scope, "
+            "rows per tier; never content) whose id is the answer's `receipt`. A soft "
+            "failure answers 200 with `degraded: true`.",
             tags,
             _memory_replies(
                 {200: Reply("Forgotten.", {JSON: contract.ForgetResponse}, (REQUEST_ID_ECHO,))},
@@ -472,6 +494,29 @@ def memory_operations() -> list[Operation]:
             ),
             reads,
             contract.ForgetRequest,
+        ),
+        *(
+            Operation(
+                "/v1/audit",
+                method,
+                f"audit_{method}",
+                "The erasure audit, newest first (administrators)",
+                "One record per erasure: who (the verified agent or Kubernetes user), when, "
+                "the scope, rows erased per tier, whether it is final; never content. Pages "
+                "with `limit` and `next_cursor`"
+                + (" (query parameters)." if method == "get" else ".")
+                + " Not for agents (403 `audit_forbidden`).",
+                tags,
+                _memory_replies(
+                    {200: Reply("Listed.", {JSON: contract.AuditResponse}, (REQUEST_ID_ECHO,))},
+                    _COMMON_400 + ", `invalid_query` (an unknown or malformed query parameter)",
+                    "`audit_forbidden` (a call with `X-Agent-Identity`).",
+                    "`strict_failure`: the conversation store failed; `internal_error`.",
+                ),
+                [AGENT_IDENTITY, AGENT_TOKEN, ADMIN_CREDENTIAL, REQUEST_ID],
+                contract.AuditRequest if method == "post" else None,
+            )
+            for method in ("get", "post")
         ),
         *probe_operations("memory service"),
     ]
@@ -489,7 +534,7 @@ def memory_document() -> Schema:
         ),
         operations=memory_operations(),
         tags={
-            "memory": "The four operations of the memory contract.",
+            "memory": "The operations of the memory contract, and the erasure audit.",
             "operations": "Probes and metrics.",
         },
     )

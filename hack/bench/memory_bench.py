@@ -41,6 +41,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import auth_bench  # noqa: E402
+import tenant_bench  # noqa: E402
+import tracing_bench  # noqa: E402
 from benchlib import devmodel, percentile, require_postgres  # noqa: E402
 from kaos_memory.settings import MemorySettings  # noqa: E402
 from kaos_memory.storage.longterm import mem0_config, to_entity_id  # noqa: E402
@@ -373,6 +375,18 @@ def main() -> None:
         default=500,
         help="requests per operation for verification off vs on (auth_bench.py); 0 skips it",
     )
+    parser.add_argument(
+        "--tracing-ops",
+        type=int,
+        default=500,
+        help="requests per operation for tracing off vs on (tracing_bench.py); 0 skips it",
+    )
+    parser.add_argument(
+        "--tenant-sizes",
+        default="1000,100000",
+        help="external mode: store sizes for one principal's search and listing cost and their"
+        " query plans (tenant_bench.py); empty skips it",
+    )
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -383,10 +397,19 @@ def main() -> None:
             for mode in modes:
                 rows += run_mode(mode, size, args, f"{model.url}/v1", admin_dsn)
                 print_table(rows, args.concurrency)
+        tenant_sizes = [int(s) for s in args.tenant_sizes.split(",") if s]
+        if tenant_sizes and admin_dsn is not None:
+            print()
+            tenant_bench.print_table(tenant_bench.run(admin_dsn, tenant_sizes, args.ops))
         if args.verification_ops > 0:
             print()
             auth_bench.print_table(
                 auth_bench.run(f"{model.url}/v1", args.dims, args.verification_ops)
+            )
+        if args.tracing_ops > 0:
+            print()
+            tracing_bench.print_table(
+                tracing_bench.run(f"{model.url}/v1", args.dims, args.tracing_ops)
             )
 
 

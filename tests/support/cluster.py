@@ -47,6 +47,27 @@ POD_CIDR = "10.244.0.0/16"
 POD_LOG_NAME = "pod-logs.log"
 # The annotation that tells kwok which nodes it plays the kubelet for.
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+# kwok's PortForward kind, served as a CRD (``--enable-crds=PortForward``) so a test can
+# point ``kubectl port-forward`` to a simulated pod at a process on loopback (the console's
+# tests reach the local stack through the API server that way). Schema-free: kwok validates.
+KWOK_PORTFORWARD_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "portforwards.kwok.x-k8s.io"},
+    "spec": {
+        "group": "kwok.x-k8s.io",
+        "scope": "Namespaced",
+        "names": {"kind": "PortForward", "listKind": "PortForwardList",
+                  "plural": "portforwards", "singular": "portforward"},
+        "versions": [{
+            "name": "v1alpha1", "served": True, "storage": True,
+            "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": True,
+            }},
+        }],
+    },
+}  # fmt: skip
 T = TypeVar("T")
 POLL_INTERVAL = 0.1  # seconds between readiness probes; a wait with a deadline, not a sleep
 
@@ -521,6 +542,7 @@ class LocalCluster:
         admin = kubeconfigs["admin"]
         kcm = self._spawn("kube-controller-manager", self._kcm_args(ports, pki, kubeconfigs))
         sched = self._spawn("kube-scheduler", self._scheduler_args(ports, kubeconfigs))
+        api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", KWOK_PORTFORWARD_CRD)
         kwok = self._spawn("kwok", self._kwok_args(ports, pki, admin))
         nodes = [f"kwok-node-{i}" for i in range(self.nodes)]
         for name in nodes:
@@ -673,6 +695,7 @@ class LocalCluster:
             f"--kubeconfig={kubeconfig}",
             *(f"--config={s}" for s in [*stages, logs]),
             "--manage-all-nodes=false",
+            "--enable-crds=PortForward",
             f"--manage-nodes-with-annotation-selector={key}={value}",
             # Addresses the API server would dial for logs or exec: kwok's own server.
             "--node-ip=127.0.0.1",

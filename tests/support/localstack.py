@@ -25,6 +25,11 @@ list. What differs from the pods the operator would create, and only this:
   and mints each agent's tokens (memory and agent audiences, the claims kube-apiserver
   gives a projected token) into files; the callers ConfigMaps the operator would write
   are written to files. The services verify with their real ``jwks`` verifier.
+- Verified users (``users=True``, needs ``secure``): the posture also names a user issuer,
+  a real OIDC provider (Ory Hydra, ``tests.support.oidc``) on loopback with users alice
+  and bob; the agents and the memory service verify users' tokens against it (its CA
+  overlaid, where a cluster's provider has a public one), and ``chat`` sends a user's
+  token (``Authorization: Bearer``) instead of ``X-Principal``.
 - The ModelAPI. LiteLLM is not started: the ModelAPI's endpoint is the development model
   server it proxies, started with the command of ``samples/devmodel.yaml``'s Deployment
   (``--host``/``--port`` moved to loopback).
@@ -40,6 +45,7 @@ unset) so nothing leaks into a process beside what is listed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -58,6 +64,7 @@ from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
 from kaos_core.devmodel import DevModelSettings
 from kaos_core.memory.client import MemoryServiceClient
 from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER, agent_identity
+from kaos_core.telemetry import TelemetrySettings
 from kaos_memory.settings import MemorySettings
 from kaos_operator.desired import AgentContext, Endpoint, McpContext, MemoryStoreContext, security
 from kaos_operator.desired import agent_env as desired_agent_env
@@ -83,6 +90,7 @@ from tests.support.devissuer import DevIssuer
 from tests.support.devissuer import ca_file as _issuer_ca
 from tests.support.devmodel import DevModel
 from tests.support.memory import MemoryDb
+from tests.support.oidc import Provider
 from tests.support.postgres import (
     admin_dsn_from_env,
     create_database,
@@ -117,6 +125,10 @@ _API_WHY = (
     "secured: the pod fetches the issuer's keys through the in-cluster API server with "
     "its own token; locally unset, so they come from the local issuer's discovery document"
 )
+_USER_CA_WHY = (
+    "verified users: a cluster's OIDC provider has a publicly trusted certificate; locally "
+    "the test provider's own CA"
+)
 _CA_WHY = (
     "secured: the cluster's CA in the pod; locally the CA of the local issuer's HTTPS certificate"
 )
@@ -136,6 +148,8 @@ OVERLAY: dict[str, str] = {
     auth_names.MEMORY_AUTH_API_SERVER: _API_WHY,
     auth_names.MEMORY_AUTH_CA_FILE: _CA_WHY,
     auth_names.MEMORY_AUTH_TOKEN_FILE: _API_WHY,
+    auth_names.AGENT_USER_CA_FILE: _USER_CA_WHY,
+    auth_names.MEMORY_USER_CA_FILE: _USER_CA_WHY,
 }
 # A secured process's API server and own token (unset locally) and the CA it trusts.
 _NO_API_SERVER = {
@@ -145,6 +159,10 @@ _NO_API_SERVER = {
 _CA_VARIABLE = {
     "Agent": auth_names.AGENT_AUTH_CA_FILE,
     "MemoryStore": auth_names.MEMORY_AUTH_CA_FILE,
+}
+_USER_CA_VARIABLE = {
+    "Agent": auth_names.AGENT_USER_CA_FILE,
+    "MemoryStore": auth_names.MEMORY_USER_CA_FILE,
 }
 
 
@@ -354,8 +372,18 @@ def _callers_data(objects: list[dict[str, Any]]) -> str:
     return str(cm["data"][auth_names.CALLERS_FILE])
 
 
+def user_provider_root(secure_dir: Path) -> Path:
+    """Where a secured stack with verified users keeps its OIDC provider's files."""
+    return secure_dir / "oidc"
+
+
 def _secured(
-    spec: ProcessSpec, kind: str, objects: list[dict[str, Any]], secure_dir: Path
+    spec: ProcessSpec,
+    kind: str,
+    objects: list[dict[str, Any]],
+    secure_dir: Path,
+    *,
+    users: bool = False,
 ) -> ProcessSpec:
     """``spec`` with the pod's security variables, its pod paths and the in-cluster API
     server overlaid with local files (``OVERLAY``), and its callers file to write."""
@@ -364,6 +392,8 @@ def _secured(
     spec.files[str(callers)] = _callers_data(objects)
     spec.overlay.update(dict.fromkeys(_NO_API_SERVER[kind], ""))
     spec.overlay[_CA_VARIABLE[kind]] = str(issuer_ca_file(secure_dir))
+    if users:
+        spec.overlay[_USER_CA_VARIABLE[kind]] = str(_issuer_ca(user_provider_root(secure_dir)))
     if kind == "Agent":
         tokens = secure_dir / "tokens" / name
         spec.overlay[auth_names.AGENT_MEMORY_TOKEN_FILE] = str(tokens / "memory")
@@ -449,9 +479,13 @@ def plan_stack(
         port=ports[store_key],
         argv=[console_script("kaos-memory")],
         desired=memory_store_env(store, store_ctx)
-        | (security.memory_security_env(posture) if secured else {}),
+        | (
+            security.memory_security_env(posture) | security.memory_admin_env(store)
+            if secured
+            else {}
+        ),
         desired_by="memory_store_env(store, ctx)"
-        + (" + security.memory_security_env(posture)" if secured else ""),
+        + (" + security.memory_security_env(posture) + memory_admin_env(store)" if secured else ""),
         cluster=_pod_env(store_objects),
         overlay={DSN_ENV: dsn} if external and dsn is not None else {},
         timeout=120.0,
@@ -461,7 +495,9 @@ def plan_stack(
         else [],
     )
     if secured and secure_dir is not None:
-        _secured(plan[store_key], "MemoryStore", store_objects, secure_dir)
+        _secured(
+            plan[store_key], "MemoryStore", store_objects, secure_dir, users=posture.user_identity
+        )
 
     for name, server in samples.mcp_servers.items():
         key = f"MCPServer/{name}"
@@ -528,7 +564,7 @@ def plan_stack(
             cluster_url=agent_endpoint(agent.namespace, name),
         )
         if secured and secure_dir is not None:
-            _secured(plan[key], "Agent", agent_objects, secure_dir)
+            _secured(plan[key], "Agent", agent_objects, secure_dir, users=posture.user_identity)
     for spec_ in plan.values():
         unknown = set(spec_.overlay) - set(OVERLAY)
         if unknown:
@@ -546,7 +582,15 @@ def _exposed(samples: Samples, peer: str) -> bool:
 
 
 def runtime_variables(program: str) -> set[str]:
-    """Every variable the program reads as a setting (so the shell's can be blanked)."""
+    """Every variable the program reads as a setting (so the shell's can be blanked),
+    the tracing ones (``OTEL_*``, read by every KAOS program) included."""
+    own = _own_variables(program)
+    if not own:
+        return own
+    return own | {TelemetrySettings.env_name(f) for f in TelemetrySettings.model_fields}
+
+
+def _own_variables(program: str) -> set[str]:
     if program == "kaos-agent":
         return {AgentSettings.env_name(f) for f in AgentSettings.model_fields}
     if program == "kaos-mcp":
@@ -628,6 +672,7 @@ class LocalStack:
         samples: Samples | None = None,
         log: Callable[[str], None] | None = None,
         secure: bool = False,
+        users: bool = False,
     ) -> None:
         self.root = root
         self.storage: Storage = storage
@@ -641,6 +686,11 @@ class LocalStack:
         self.posture = settings.posture
         # Secured: security on, tokens from a local issuer (see the module's docstring).
         self.issuer = DevIssuer(root / "secured" / "issuer") if secure else None
+        if users and not secure:
+            raise StackError("verified users need the secured posture (secure=True)")
+        # Verified users: a real OIDC provider, started first (its issuer is in the posture).
+        self.provider = Provider(user_provider_root(root / "secured")) if users else None
+        self._user_tokens: dict[str, str] = {}
         if self.issuer is not None:
             self.posture = Posture(
                 security_enabled=True,
@@ -658,6 +708,14 @@ class LocalStack:
             if self.storage == "external" and dsn is None:
                 self._database = Database.create()
                 dsn = self._database.dsn
+            if self.provider is not None:
+                self._log(f"   starting {'OIDC provider (users)':<28} Ory Hydra on loopback")
+                self.provider.start()
+                self.posture = dataclasses.replace(
+                    self.posture,
+                    user_issuer=self.provider.issuer,
+                    user_audience=auth_names.DEFAULT_USER_AUDIENCE,
+                )
             self.plan = plan_stack(
                 self.samples,
                 data_root=self.root / "data",
@@ -701,6 +759,8 @@ class LocalStack:
         self.procs.clear()
         if self.issuer is not None:
             self.issuer.stop()
+        if self.provider is not None:
+            self.provider.stop()
         if self._database is not None:
             with contextlib.suppress(Exception):
                 self._database.drop()
@@ -753,6 +813,16 @@ class LocalStack:
             agent_identity=None if agent is None else self.identity(agent),
             token_file=None if agent is None else self.token_file(agent, "memory"),
         )
+
+    def user_token(self, principal: str | None) -> str | None:
+        """A user's access token from the stack's OIDC provider (None: no verified users),
+        obtained once per user the way a gateway would."""
+        if self.provider is None or principal is None:
+            return None
+        if principal not in self._user_tokens:
+            tokens = self.provider.token(principal, audience=auth_names.DEFAULT_USER_AUDIENCE)
+            self._user_tokens[principal] = tokens.access_token
+        return self._user_tokens[principal]
 
     def token_file(self, agent: str, audience: Literal["memory", "agent"]) -> Path | None:
         """The file an agent reads its token for ``audience`` from (None: not secured)."""
@@ -881,13 +951,17 @@ async def chat(
     *,
     session: str | None = None,
     principal: str | None = None,
+    user_token: str | None = None,
     timeout: float = 120.0,  # noqa: ASYNC109  (one request's budget, passed to aiohttp)
 ) -> Reply:
-    """One user message to an agent's ``/v1/chat/completions`` (no client history)."""
+    """One user message to an agent's ``/v1/chat/completions`` (no client history); with
+    ``user_token`` the user is that token's (``Authorization: Bearer``), not a header."""
     headers: dict[str, str] = {}
     if session is not None:
         headers[SESSION_HEADER] = session
-    if principal is not None:
+    if user_token is not None:
+        headers["Authorization"] = f"Bearer {user_token}"
+    elif principal is not None:
         headers[PRINCIPAL_HEADER] = principal
     body = {"model": "agent", "messages": [{"role": "user", "content": text}]}
     async with http.post(

@@ -54,6 +54,11 @@ MEMORY_AUTH_API_SERVER = "KAOS_MEMORY_AUTH_API_SERVER"
 MEMORY_AUTH_CA_FILE = "KAOS_MEMORY_AUTH_CA_FILE"
 MEMORY_AUTH_TOKEN_FILE = "KAOS_MEMORY_AUTH_TOKEN_FILE"
 
+# Memory service: its own MemoryStore, the object admin calls are authorised on (a
+# SubjectAccessReview of ``get``/``delete`` on ``memorystores/data``; ``kaos_memory.admin``).
+MEMORY_STORE_NAMESPACE = "KAOS_MEMORY_STORE_NAMESPACE"
+MEMORY_STORE_NAME = "KAOS_MEMORY_STORE_NAME"
+
 # The in-cluster API server as a pod reaches it, and the pod's own service-account
 # credentials (the default token mount, which memory pods keep).
 IN_CLUSTER_API_SERVER = "https://kubernetes.default.svc"
@@ -81,3 +86,34 @@ AGENT_AUTH_REVIEW_CACHE_SECONDS = "AGENT_AUTH_REVIEW_CACHE_SECONDS"
 API_TOKEN_PATH = f"{TOKEN_DIR}/api/token"
 API_CA_PATH = f"{TOKEN_DIR}/api/ca.crt"
 KUBE_ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
+
+# -- Verified user identity (issue 14) ----------------------------------------------------
+#
+# With a user issuer configured (the chart's ``posture.userIssuer``; needs security on) the
+# principal is no longer a header anyone may set: an end user's client (a gateway) sends
+# the user's OIDC token as ``Authorization: Bearer`` to an agent, the agent verifies it and
+# takes the principal from one claim, and forwards the same token to the memory service
+# and to the agents it delegates to in ``USER_TOKEN_HEADER`` (beside its own
+# ``AGENT_TOKEN_HEADER``), where it is verified again. ``X-Principal`` sent by a client is
+# refused under this posture.
+USER_TOKEN_HEADER = "X-User-Token"
+# The claim that names the principal, and the audience user tokens carry, when the
+# posture names none.
+DEFAULT_PRINCIPAL_CLAIM = "sub"
+DEFAULT_USER_AUDIENCE = "kaos"
+
+# Agent: how it verifies end users' tokens (set by the operator from the posture).
+AGENT_USER_ISSUER = "AGENT_USER_ISSUER"
+AGENT_USER_AUDIENCE = "AGENT_USER_AUDIENCE"
+AGENT_USER_PRINCIPAL_CLAIM = "AGENT_USER_PRINCIPAL_CLAIM"
+AGENT_USER_JWKS_URL = "AGENT_USER_JWKS_URL"
+AGENT_USER_CA_FILE = "AGENT_USER_CA_FILE"
+AGENT_USER_LEEWAY = "AGENT_USER_LEEWAY"
+
+# Memory service: the same, for the user tokens agents forward.
+MEMORY_USER_ISSUER = "KAOS_MEMORY_USER_ISSUER"
+MEMORY_USER_AUDIENCE = "KAOS_MEMORY_USER_AUDIENCE"
+MEMORY_USER_PRINCIPAL_CLAIM = "KAOS_MEMORY_USER_PRINCIPAL_CLAIM"
+MEMORY_USER_JWKS_URL = "KAOS_MEMORY_USER_JWKS_URL"
+MEMORY_USER_CA_FILE = "KAOS_MEMORY_USER_CA_FILE"
+MEMORY_USER_LEEWAY = "KAOS_MEMORY_USER_LEEWAY"

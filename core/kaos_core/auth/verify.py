@@ -186,16 +186,9 @@ def _number(claims: Mapping[str, Any], name: str, *, required: bool) -> float | 
     return float(value)
 
 
-def check_claims(
-    claims: Mapping[str, Any], *, issuer: str, audience: str, now: float, leeway: float
-) -> VerifiedWorkload:
-    """The registered and Kubernetes claims of a token whose signature was verified."""
-    if claims.get("iss") != issuer:
-        raise Unauthenticated("token was issued by another issuer")
-    aud = claims.get("aud")
-    audiences = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
-    if audience not in audiences:
-        raise Unauthenticated(f"token is not meant for audience {audience}")
+def check_lifetime(claims: Mapping[str, Any], *, now: float, leeway: float) -> float:
+    """``exp`` (required), ``nbf`` and ``iat`` against ``now`` with ``leeway`` seconds of
+    skew; the expiry."""
     exp = _number(claims, "exp", required=True)
     nbf = _number(claims, "nbf", required=False)
     iat = _number(claims, "iat", required=True)
@@ -206,6 +199,27 @@ def check_claims(
         raise Unauthenticated("token is not valid yet")
     if now + leeway < iat or exp < iat:
         raise Unauthenticated("token was issued in the future")
+    return exp
+
+
+def check_registered(
+    claims: Mapping[str, Any], *, issuer: str, audience: str, now: float, leeway: float
+) -> float:
+    """``iss`` (exactly), ``aud`` (contains ``audience``) and the lifetime; the expiry."""
+    if claims.get("iss") != issuer:
+        raise Unauthenticated("token was issued by another issuer")
+    aud = claims.get("aud")
+    audiences = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+    if audience not in audiences:
+        raise Unauthenticated(f"token is not meant for audience {audience}")
+    return check_lifetime(claims, now=now, leeway=leeway)
+
+
+def check_claims(
+    claims: Mapping[str, Any], *, issuer: str, audience: str, now: float, leeway: float
+) -> VerifiedWorkload:
+    """The registered and Kubernetes claims of a token whose signature was verified."""
+    exp = check_registered(claims, issuer=issuer, audience=audience, now=now, leeway=leeway)
     namespace, service_account = parse_subject(claims.get("sub"))
     k8s = claims.get("kubernetes.io")
     if not isinstance(k8s, dict):
@@ -346,6 +360,12 @@ class JwksVerifier:
         self._lock = asyncio.Lock()
 
     async def verify(self, token: str, audience: str) -> VerifiedWorkload:
+        return self._check(await self.verified_claims(token), audience)
+
+    async def verified_claims(self, token: str) -> Mapping[str, Any]:
+        """The claims of a token whose signature one of the issuer's keys verified (none of
+        the claims checked yet); ``Unauthenticated`` otherwise. Also the signature step
+        of end users' tokens (``kaos_core.auth.oidc``)."""
         precheck(token)
         digest = hashlib.sha256(token.encode()).hexdigest()
         remembered = self._verified.get(digest)
@@ -353,13 +373,13 @@ class JwksVerifier:
             claims, key = remembered
             if key in self._keys.values():
                 self._verified.move_to_end(digest)
-                return self._check(claims, audience)
+                return claims
             del self._verified[digest]  # its key is gone: verify again (and likely refuse)
         claims, key = await self._verify_signature(token)
         self._verified[digest] = (claims, key)
         while len(self._verified) > SIGNATURE_CACHE_ENTRIES:
             self._verified.popitem(last=False)
-        return self._check(claims, audience)
+        return claims
 
     def _check(self, claims: Mapping[str, Any], audience: str) -> VerifiedWorkload:
         return check_claims(

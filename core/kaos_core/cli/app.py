@@ -21,6 +21,7 @@ from kaos_core.cli.memory import memory_group
 from kaos_core.cli.samples import samples_group
 from kaos_core.cli.system import system_group
 from kaos_core.cli.tools import EXIT_ENVIRONMENT, CliError
+from kaos_core.cli.ui.command import ui_command
 
 PROG = "kaos"
 COMPLETE_VAR = "_KAOS_COMPLETE"
@@ -63,6 +64,7 @@ for group in (
     memory_group,
     samples_group,
     system_group,
+    ui_command,
 ):
     cli.add_command(group)
 

@@ -1,10 +1,15 @@
-"""``kaos memory recall|list|forget``: an administrator's view into a MemoryStore.
+"""``kaos memory recall|list|forget|audit``: an administrator's view into a MemoryStore.
 
 The CLI speaks the memory contract through ``MemoryServiceClient``, either to ``--url``
 or through a ``kubectl port-forward`` to the store's Service for the duration of the
-command. Without ``--agent`` the request carries no agent identity: the trusted admin
-path that may also use the ``store`` level. Output is a table per tier, or with
-``--json`` the contract response itself.
+command. Without ``--agent`` the request carries no agent identity: the admin path, which
+may also use the ``store`` level and erase one principal across every agent and session
+(``forget --principal bob``). A secured memory service admits it only for a Kubernetes
+user RBAC allows (``get``/``delete`` on ``memorystores/data``), so the call presents the
+kubeconfig context's own bearer credential (``kaos_core.cli.kubecreds``): always through
+the port-forward, and to ``--url`` only over https or loopback. Output is a table per
+tier, or with ``-o json|yaml`` the contract response itself; a forget prints the receipt
+(its audit record id), which ``kaos memory audit`` lists.
 """
 
 from __future__ import annotations
@@ -12,14 +17,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import sys
 from collections.abc import Iterator
 from typing import Any, get_args
+from urllib.parse import urlsplit
 
 import click
 
 from kaos_core.cli.common import CONTEXT_SETTINGS, Cx, common_options, complete_resource
 from kaos_core.cli.kube import Kube
+from kaos_core.cli.kubecreds import KubeCredential, kube_credential
 from kaos_core.cli.output import print_json, print_yaml, table, warn
 from kaos_core.cli.portforward import port_forward, service_target
 from kaos_core.cli.resources import MEMORYSTORE
@@ -28,6 +36,7 @@ from kaos_core.errors import BadRequest
 from kaos_core.memory.client import MemoryRequestRejected, MemoryServiceClient, MemoryUnavailable
 from kaos_core.memory.contract import (
     ALL_TIERS,
+    AuditResponse,
     ForgetResponse,
     Level,
     ListResponse,
@@ -83,18 +92,37 @@ def memory_url(args: argparse.Namespace) -> Iterator[str]:
         yield url
 
 
+def _presents_credential(args: argparse.Namespace, url: str) -> bool:
+    """Send the kubeconfig credential: an admin call, to the port-forward or a --url that
+    is https or loopback (never in clear text across a network)."""
+    if args.agent is not None:
+        return False
+    if not args.url:
+        return True
+    parts = urlsplit(url)
+    return parts.scheme == "https" or parts.hostname in ("127.0.0.1", "::1", "localhost")
+
+
 def _run(args: argparse.Namespace, call: str) -> Any:
+    credential = KubeCredential()
+
     async def go(url: str) -> Any:
+        nonlocal credential
+        if _presents_credential(args, url):
+            credential = kube_credential(args.cx.kube)
         async with MemoryServiceClient(
             url,
             agent_identity=resolve_agent(args.agent, args.namespace),
             timeout=args.timeout,
             failure_mode="strict",
+            admin_credential=credential.token,
         ) as client:
             # Recall and list answer "degraded" on transport errors (memory is augmentation
             # for agents); an administrator needs to know the service is not there.
             if not await client.ready():
                 raise CliError(f"memory service at {url} is unreachable or not ready")
+            if call == "audit":
+                return await client.audit(limit=args.limit, cursor=args.cursor)
             include = tiers(args)
             ident: dict[str, Any] = {"session_id": args.session, "principal": args.principal}
             if call == "recall":
@@ -112,6 +140,9 @@ def _run(args: argparse.Namespace, call: str) -> Any:
             return asyncio.run(go(url))
         except MemoryRequestRejected as exc:
             refusal = f"memory service refused ({exc.status} {exc.code}): {exc.message}"
+            if exc.status == 401 and credential.problem:
+                # Why nothing (or nothing usable) was presented, and what to do.
+                refusal += f"; {credential.problem}"
             raise CliError(refusal) from exc
         except MemoryUnavailable as exc:
             raise CliError(f"memory service failed: {exc}") from exc
@@ -143,6 +174,15 @@ def list_cmd(args: argparse.Namespace) -> int:
 
 
 def forget_cmd(args: argparse.Namespace) -> int:
+    if args.level is None:
+        # ``forget --principal bob``: that principal across every agent and session.
+        if args.principal is None or args.agent is not None or args.session is not None:
+            raise CliError(
+                "give --level (without it, forget needs --principal alone: that principal"
+                " across every agent and session of the store)",
+                EXIT_ENVIRONMENT,
+            )
+        args.level = "user"
     response: ForgetResponse = _run(args, "forget")
     if not _dump(response, args):
         counts = response.forgotten
@@ -154,8 +194,53 @@ def forget_cmd(args: argparse.Namespace) -> int:
                 ["long_term", counts.long_term],
             ],
         )
+        if response.receipt is not None:
+            print(f"receipt: audit record {response.receipt} (kaos memory audit)")
     if response.degraded:
         warn("the erasure was degraded: some tier could not be reached")
+    return 0
+
+
+def audit_cmd(args: argparse.Namespace) -> int:
+    response: AuditResponse = _run(args, "audit")
+    if not _dump(response, args):
+        rows = []
+        for r in response.records:
+            gone = r.forgotten
+            actor = r.actor.name or r.actor.kind
+            rows.append(
+                [
+                    r.id,
+                    r.at,
+                    actor if r.actor.verified else f"{actor} (unverified)",
+                    r.scope.level,
+                    r.scope.principal,
+                    r.scope.agent,
+                    r.scope.session,
+                    gone.short_term,
+                    gone.medium_term,
+                    gone.long_term,
+                    "yes" if r.final else "pending",
+                ]
+            )
+        table(
+            [
+                "id",
+                "at",
+                "by",
+                "level",
+                "principal",
+                "agent",
+                "session",
+                "short",
+                "medium",
+                "long",
+                "final",
+            ],
+            rows,
+        )
+        if response.next_cursor:
+            print(f"\nmore: --cursor {response.next_cursor}")
     return 0
 
 
@@ -199,13 +284,32 @@ def _print_read(response: RecallResponse, args: argparse.Namespace, *, scored: b
     "memory",
     context_settings=CONTEXT_SETTINGS,
     help="Inspect or erase what a MemoryStore remembers (the administrator's view). Without "
-    "--agent the request is the trusted admin path, which may also use the store level.",
+    "--agent the request is the admin path, which may also use the store level; a secured "
+    "store admits it for the kubeconfig user RBAC allows (get/delete on memorystores/data).",
 )
 def memory_group() -> None:
     pass
 
 
-def _options(fn: Any) -> Any:
+def _store_options(fn: Any) -> Any:
+    options = [
+        click.option(
+            "--timeout", type=float, default=30.0, show_default=True, help="seconds per request"
+        ),
+        click.option("--url", default=None, help="memory service base URL instead of --store"),
+        click.option(
+            "--store",
+            default=None,
+            shell_complete=complete_resource(MEMORYSTORE.resource),
+            help="MemoryStore name (reached by kubectl port-forward)",
+        ),
+    ]
+    for option in options:
+        fn = option(fn)
+    return common_options(namespace_help="namespace of the store")(fn)
+
+
+def _options(fn: Any, *, level_required: bool = True) -> Any:
     options = [
         click.option(
             "--timeout", type=float, default=30.0, show_default=True, help="seconds per request"
@@ -219,9 +323,10 @@ def _options(fn: Any) -> Any:
         click.option("--session", default=None, help="session id (X-Session-Id)"),
         click.option(
             "--level",
-            required=True,
+            required=level_required,
             type=click.Choice(get_args(Level)),
-            help="scope of the operation",
+            help="scope of the operation"
+            + ("" if level_required else " (default with --principal alone: user)"),
         ),
         click.option("--url", default=None, help="memory service base URL instead of --store"),
         click.option(
@@ -272,7 +377,22 @@ def list_command(cx: Cx, **params: Any) -> int:
     return list_cmd(_args(cx, **params))
 
 
-@memory_group.command("forget", help="Erase one scope across all tiers.")
-@_options
+@memory_group.command(
+    "forget",
+    help="Erase one scope across all tiers; answers with a receipt (its audit record). With"
+    " --principal alone: that principal across every agent and session of the store.",
+)
+@functools.partial(_options, level_required=False)
 def forget_command(cx: Cx, **params: Any) -> int:
     return forget_cmd(_args(cx, **params))
+
+
+@memory_group.command(
+    "audit", help="The store's erasure records, newest first: who, when, scope, rows per tier."
+)
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--cursor", default=None, help="next cursor of the previous page")
+@_store_options
+def audit_command(cx: Cx, **params: Any) -> int:
+    params.setdefault("agent", None)
+    return audit_cmd(_args(cx, **params))

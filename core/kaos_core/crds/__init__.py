@@ -7,7 +7,14 @@ reads the objects cannot drift apart.
 """
 
 from kaos_core.crds.agent import Agent, AgentSpec, AgentStatus
-from kaos_core.crds.common import GROUP, VERSION, Condition, CustomObject, SecretKeyRef
+from kaos_core.crds.common import (
+    GROUP,
+    VERSION,
+    Condition,
+    CustomObject,
+    SecretKeyRef,
+    Telemetry,
+)
 from kaos_core.crds.mcpserver import MCPServer, MCPServerSpec, MCPServerStatus
 from kaos_core.crds.memorystore import MemoryStore, MemoryStoreSpec, MemoryStoreStatus
 from kaos_core.crds.modelapi import ModelAPI, ModelAPISpec, ModelAPIStatus
@@ -33,4 +40,5 @@ __all__ = [
     "ModelAPISpec",
     "ModelAPIStatus",
     "SecretKeyRef",
+    "Telemetry",
 ]

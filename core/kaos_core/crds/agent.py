@@ -19,9 +19,11 @@ from kaos_core.crds.common import (
     CustomObject,
     KindInfo,
     PrinterColumn,
+    Telemetry,
     cel,
     defaulted,
     ref_name,
+    telemetry_field,
 )
 
 ReadScope = Literal["session", "agent", "user"]
@@ -138,6 +140,7 @@ class AgentSpec(CRDModel):
         description="Container resources (requests, limits), as in a Pod spec.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
+    telemetry: Telemetry | None = telemetry_field()
 
 
 class AgentStatus(CommonStatus):

@@ -80,6 +80,43 @@ class SecretKeyRef(CRDModel):
     key: str = Field(min_length=1, max_length=253, description="Key within the Secret.")
 
 
+class Telemetry(CRDModel):
+    """Tracing of the resource's pods: OpenTelemetry spans over OTLP/HTTP.
+
+    Every field left out takes the chart's global default (``telemetry`` in the values);
+    the operator projects the result into the pods as the standard ``OTEL_*`` variables.
+    """
+
+    enabled: bool | None = Field(
+        default=None, description="false: no tracing for this resource, whatever the default."
+    )
+    endpoint: str | None = Field(
+        default=None,
+        max_length=512,
+        pattern=r"^https?://\S+$",
+        description="Base URL of an OTLP/HTTP receiver, e.g. http://jaeger.observability:4318.",
+    )
+    sampling_ratio: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Share of traces kept (0 to 1), decided where a trace starts.",
+    )
+    capture_content: bool | None = Field(
+        default=None,
+        description="Record content on spans: prompts, completions, tool arguments, memory "
+        "queries and records. Personal data: off unless set.",
+    )
+
+
+def telemetry_field() -> Any:
+    return Field(
+        default=None,
+        description="Tracing (OpenTelemetry) of this resource's pods; unset fields take the "
+        "chart's default.",
+    )
+
+
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 

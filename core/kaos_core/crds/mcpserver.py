@@ -16,7 +16,9 @@ from kaos_core.crds.common import (
     CustomObject,
     KindInfo,
     PrinterColumn,
+    Telemetry,
     cel,
+    telemetry_field,
 )
 
 MCPRuntime = Literal["python-string"]
@@ -48,6 +50,7 @@ class MCPServerSpec(CRDModel):
         description="Container resources (requests, limits), as in a Pod spec.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
+    telemetry: Telemetry | None = telemetry_field()
 
 
 class MCPServerStatus(CommonStatus):

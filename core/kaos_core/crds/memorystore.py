@@ -16,9 +16,11 @@ from kaos_core.crds.common import (
     CustomObject,
     KindInfo,
     PrinterColumn,
+    Telemetry,
     cel,
     defaulted,
     ref_name,
+    telemetry_field,
 )
 
 StorageType = Literal["local", "external"]
@@ -198,6 +200,7 @@ class MemoryStoreSpec(CRDModel):
         description="Container resources (requests, limits), as in a Pod spec.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
+    telemetry: Telemetry | None = telemetry_field()
 
     def effective_replicas(self) -> int:
         if self.replicas is not None:

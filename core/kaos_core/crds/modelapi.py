@@ -17,7 +17,9 @@ from kaos_core.crds.common import (
     KindInfo,
     PrinterColumn,
     SecretKeyRef,
+    Telemetry,
     cel,
+    telemetry_field,
 )
 
 ModelAPIMode = Literal["Proxy", "Hosted"]
@@ -71,6 +73,7 @@ class ModelAPISpec(CRDModel):
         description="Container resources (requests, limits), as in a Pod spec.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
+    telemetry: Telemetry | None = telemetry_field()
 
     def served_models(self) -> list[str]:
         if self.mode == "Proxy" and self.proxy_config is not None:

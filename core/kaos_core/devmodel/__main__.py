@@ -11,6 +11,7 @@ from kaos_core.http import run_service
 from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
+from kaos_core.telemetry import setup_telemetry
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -40,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             script_file=args.script_file,
             log_level=args.log_level,
         )
+        setup_telemetry(SERVICE)
     except SettingsError as exc:
         exit_on_settings_error(exc)
     configure_logging(SERVICE, settings.log_level, json_format=settings.log_json)

@@ -18,12 +18,14 @@ from typing import Any, TypeVar
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
-from kaos_core.auth.names import AGENT_TOKEN_HEADER
+from kaos_core.auth.names import AGENT_TOKEN_HEADER, USER_TOKEN_HEADER
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.http.failures import describe_failure
 from kaos_core.http.middleware import REQUEST_ID_HEADER
 from kaos_core.memory.contract import (
     ALL_TIERS,
+    AuditRequest,
+    AuditResponse,
     ErrorResponse,
     FailureMode,
     ForgetRequest,
@@ -83,8 +85,12 @@ class MemoryServiceClient:
         failure_mode: FailureMode = "soft",
         session: aiohttp.ClientSession | None = None,
         token_file: Path | str | TokenFile | None = None,
+        admin_credential: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # An administrator's Kubernetes credential (the CLI, no agent): sent as
+        # ``Authorization: Bearer`` for the memory service to review (``kaos_memory.admin``).
+        self.admin_credential = admin_credential
         self.token = (
             token_file
             if token_file is None or isinstance(token_file, TokenFile)
@@ -133,11 +139,16 @@ class MemoryServiceClient:
         identity: Identity,
         response_model: type[R],
         request_id: str | None,
+        user_token: str | None = None,
     ) -> R:
         headers = identity.headers()
         token = self.token.read() if self.token is not None else None
         if token is not None:
             headers[AGENT_TOKEN_HEADER] = token
+        if user_token is not None:
+            headers[USER_TOKEN_HEADER] = user_token
+        if self.admin_credential is not None:
+            headers["Authorization"] = f"Bearer {self.admin_credential}"
         if request_id is not None:
             headers[REQUEST_ID_HEADER] = request_id
         try:
@@ -171,6 +182,7 @@ class MemoryServiceClient:
         infer: bool = True,
         failure_mode: FailureMode | None = None,
         request_id: str | None = None,
+        user_token: str | None = None,
     ) -> WriteResponse:
         mode = failure_mode or self.failure_mode
         body = WriteRequest(
@@ -180,7 +192,12 @@ class MemoryServiceClient:
         )
         try:
             return await self._post(
-                "/v1/write", body, self._identity(session_id, principal), WriteResponse, request_id
+                "/v1/write",
+                body,
+                self._identity(session_id, principal),
+                WriteResponse,
+                request_id,
+                user_token,
             )
         except MemoryUnavailable:
             if mode == "strict":
@@ -198,6 +215,7 @@ class MemoryServiceClient:
         top_k: int | None = None,
         include: Sequence[Tier] = ALL_TIERS,
         request_id: str | None = None,
+        user_token: str | None = None,
     ) -> RecallResponse:
         body = RecallRequest(level=level, query=query, top_k=top_k, include=list(include))
         try:
@@ -207,6 +225,7 @@ class MemoryServiceClient:
                 self._identity(session_id, principal),
                 RecallResponse,
                 request_id,
+                user_token,
             )
         except MemoryUnavailable:
             log.warning("memory recall degraded", exc_info=True)
@@ -222,11 +241,17 @@ class MemoryServiceClient:
         limit: int = 100,
         cursor: str | None = None,
         request_id: str | None = None,
+        user_token: str | None = None,
     ) -> ListResponse:
         body = ListRequest(level=level, include=list(include), limit=limit, cursor=cursor)
         try:
             return await self._post(
-                "/v1/list", body, self._identity(session_id, principal), ListResponse, request_id
+                "/v1/list",
+                body,
+                self._identity(session_id, principal),
+                ListResponse,
+                request_id,
+                user_token,
             )
         except MemoryUnavailable:
             log.warning("memory list degraded", exc_info=True)
@@ -240,6 +265,7 @@ class MemoryServiceClient:
         principal: str | None = None,
         failure_mode: FailureMode | None = None,
         request_id: str | None = None,
+        user_token: str | None = None,
     ) -> ForgetResponse:
         mode = failure_mode or self.failure_mode
         body = ForgetRequest(level=level, failure_mode=mode)
@@ -250,12 +276,21 @@ class MemoryServiceClient:
                 self._identity(session_id, principal),
                 ForgetResponse,
                 request_id,
+                user_token,
             )
         except MemoryUnavailable:
             if mode == "strict":
                 raise
             log.warning("memory forget degraded", exc_info=True)
             return ForgetResponse(degraded=True)
+
+    async def audit(
+        self, *, limit: int = 100, cursor: str | None = None, request_id: str | None = None
+    ) -> AuditResponse:
+        """One page of the store's erasure audit, newest first (an administrator's call).
+        Never degraded: a failure raises ``MemoryUnavailable``."""
+        body = AuditRequest(limit=limit, cursor=cursor)
+        return await self._post("/v1/audit", body, Identity(), AuditResponse, request_id)
 
     async def ready(self) -> bool:
         """True when the service answers ``/readyz`` with 200."""

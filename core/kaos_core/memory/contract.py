@@ -162,6 +162,48 @@ class Forgotten(_Response):
 class ForgetResponse(_Response):
     forgotten: Forgotten = Field(default_factory=Forgotten)
     degraded: bool = False
+    # The id of the erasure's audit record (``GET /v1/audit``); ``None`` only when the
+    # conversation store failed before the erasure could be recorded.
+    receipt: int | None = None
+
+
+class AuditRequest(_Request):
+    """One page of the store's erasure audit, newest first."""
+
+    limit: int = Field(default=100, ge=1, le=1000)
+    cursor: str | None = Field(default=None, max_length=32, pattern=r"^[0-9]{1,20}$")
+
+
+class AuditActor(_Response):
+    """Who erased: ``agent`` (its identity) or ``admin`` (the Kubernetes user name), and
+    whether the service verified it (a token) or took it from a header (auth ``off``)."""
+
+    kind: Literal["agent", "admin", "unknown"]
+    name: str | None = None
+    verified: bool = False
+
+
+class AuditScope(_Response):
+    level: Level
+    principal: str | None = None
+    agent: str | None = None
+    session: str | None = None
+
+
+class AuditRecord(_Response):
+    """One erasure: who, when, which scope, how many rows per tier; never any content."""
+
+    id: int
+    at: str
+    actor: AuditActor
+    scope: AuditScope
+    forgotten: Forgotten
+    final: bool
+
+
+class AuditResponse(_Response):
+    records: list[AuditRecord] = Field(default_factory=list)
+    next_cursor: str | None = None
 
 
 class ErrorDetail(_Response):

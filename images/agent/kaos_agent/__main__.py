@@ -9,6 +9,7 @@ from kaos_core.http import run_service
 from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
+from kaos_core.telemetry import setup_telemetry
 
 from kaos_agent.app import create_app
 from kaos_agent.settings import AgentSettings
@@ -23,6 +24,7 @@ def main() -> None:
         # Read here (create_base_app reads them again) so a bad value exits 2 with one line.
         HttpLimits.from_env()
         settings = AgentSettings.from_env()
+        setup_telemetry(settings.name)
     except SettingsError as exc:
         exit_on_settings_error(exc)
     run_service(create_app(settings), settings.host, settings.port)

@@ -20,6 +20,7 @@ import aiohttp
 from aiohttp import web
 from kaos_core.http import REGISTRY_KEY, create_base_app
 from kaos_core.memory.client import MemoryServiceClient
+from kaos_core.telemetry.genai_metrics import GenAiMetrics
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
@@ -27,7 +28,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from kaos_agent.a2a.card import CardBuilder
 from kaos_agent.a2a.server import A2AServer
 from kaos_agent.a2a.tasks import TaskStore
-from kaos_agent.auth import AgentAuth
+from kaos_agent.auth import EdgeAuth
 from kaos_agent.autonomous import Sleep, autonomous_loop
 from kaos_agent.chat import chat_completions
 from kaos_agent.context import RunDeps
@@ -39,6 +40,7 @@ from kaos_agent.memory.remote import RemoteMemory
 from kaos_agent.metrics import AgentMetrics
 from kaos_agent.runner import AgentRuntime
 from kaos_agent.settings import AgentMemorySettings, AgentSettings
+from kaos_agent.telemetry import MeteredModel, instrumentation
 from kaos_agent.toolsets import GuardedToolset, mcp_toolsets
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -63,13 +65,14 @@ class AgentDeps:
 SETTINGS_KEY = web.AppKey("agent_settings", AgentSettings)
 DEPS_KEY = web.AppKey("agent_deps", AgentDeps)
 METRICS_KEY = web.AppKey("agent_metrics", AgentMetrics)
+GENAI_METRICS_KEY = web.AppKey("agent_genai_metrics", GenAiMetrics)
 PEERS_KEY = web.AppKey("agent_peer_client", PeerClient)
 MEMORY_KEY = web.AppKey("agent_memory", Memory)
 RUNTIME_KEY = web.AppKey("agent_runtime", AgentRuntime)
 A2A_KEY = web.AppKey("agent_a2a", A2AServer)
 CARD_KEY = web.AppKey("agent_card", CardBuilder)
 # Verification of delegating agents; ``None`` with AGENT_AUTH_MODE=off.
-AUTH_KEY: web.AppKey[AgentAuth | None] = web.AppKey("agent_auth")
+AUTH_KEY: web.AppKey[EdgeAuth | None] = web.AppKey("agent_auth")
 
 
 def build_memory(settings: AgentMemorySettings, metrics: AgentMetrics) -> Memory:
@@ -100,6 +103,7 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
     app[SETTINGS_KEY] = settings
     app[DEPS_KEY] = deps or AgentDeps()
     app[METRICS_KEY] = AgentMetrics.create(app[REGISTRY_KEY])
+    app[GENAI_METRICS_KEY] = GenAiMetrics.create(app[REGISTRY_KEY])
     app.cleanup_ctx.append(_auth_ctx)
     app.cleanup_ctx.append(_peers_ctx)
     app.cleanup_ctx.append(_memory_ctx)
@@ -116,7 +120,8 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
 
 
 async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
-    auth = AgentAuth.from_settings(app[SETTINGS_KEY].auth)
+    settings = app[SETTINGS_KEY]
+    auth = EdgeAuth.from_settings(settings.auth, settings.user_auth, settings.identity)
     app[AUTH_KEY] = auth
     try:
         yield
@@ -161,7 +166,9 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
     agent = build_agent(
         name=settings.name,
         instructions=settings.instructions,
-        model=deps.model or openai_model(settings.model),
+        model=MeteredModel(
+            deps.model or openai_model(settings.model), app[GENAI_METRICS_KEY], settings.name
+        ),
         model_settings=settings.model,
         delegation=settings.delegation,
         toolsets=agent_toolsets(
@@ -172,6 +179,7 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
             remote_memory=memory if isinstance(memory, RemoteMemory) else None,
             metrics=metrics,
         ),
+        instrument=instrumentation(),
     )
     runtime = AgentRuntime(agent, memory, metrics, max_steps=settings.model.max_steps)
     tasks = TaskStore()

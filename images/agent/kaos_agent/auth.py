@@ -10,11 +10,22 @@ the message or start a run, so a refused request runs nothing and calls no model
 - a request that claims to be a delegation (an ``X-Agent-Identity`` header, or a
   delegation depth above 0 in ``X-KAOS-Delegation-Depth`` or A2A metadata
   ``kaos.delegationDepth``) without a token: 401;
-- a request with neither is an end user's call and proceeds as it always did. Users'
-  own tokens (``Authorization``) are a later step (issue 14); until then the network
-  policy and the caller's own front door are what guard end-user access.
+- a request with neither is an end user's call.
 
-Every 401 carries a ``WWW-Authenticate`` challenge naming the header and the audience.
+With a user issuer configured (``AGENT_USER_ISSUER``, verified user identity) the principal
+is proven too (``UserAuth``):
+
+- an end user's call needs ``Authorization: Bearer <token>``: the user's OIDC token is
+  verified (``kaos_core.auth.oidc``) and the principal is its principal claim; without a
+  token 401 with an RFC 6750 ``Bearer`` challenge;
+- a verified delegation carries the user's token as the calling agent forwarded it
+  (``X-User-Token``), verified the same way; a delegation without one acts for no user,
+  so the run self-subjects (its principal is this agent's own identity, as an autonomous
+  run's is) and never writes under a principal it was merely told;
+- ``X-Principal`` is refused (400): nobody may name the principal any more.
+
+Every 401 carries a ``WWW-Authenticate`` challenge: ``KaosAgentToken`` naming the header
+and the audience for an agent token, ``Bearer`` for a user token.
 """
 
 from __future__ import annotations
@@ -24,20 +35,36 @@ from collections.abc import Mapping
 from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
 from kaos_core.auth import names
 from kaos_core.auth.callers import Caller
+from kaos_core.auth.config import CallerAuthSettings, UserAuthSettings
 from kaos_core.auth.gate import CallerGate, challenge_value, one_token, presented_tokens
-from kaos_core.auth.verify import Unauthenticated
-from kaos_core.errors import KaosError
-from kaos_core.memory.identity import AGENT_IDENTITY_HEADER, parse_identity
+from kaos_core.auth.oidc import UserVerifier, bearer_challenge, bearer_token
+from kaos_core.auth.verify import Forbidden, Unauthenticated
+from kaos_core.errors import BadRequest, KaosError
+from kaos_core.memory.identity import (
+    AGENT_IDENTITY_HEADER,
+    PRINCIPAL_HEADER,
+    header_values,
+    parse_identity,
+)
 
-from kaos_agent.context import parse_depth
+from kaos_agent.context import Verified, parse_depth
 
 AUDIENCE = names.AGENT_AUDIENCE
+
+
+class UserUnauthenticated(Unauthenticated):
+    """A user token that is missing, malformed, forged, expired or meant for someone else."""
 
 
 def challenge(exc: KaosError) -> dict[str, str]:
     """The headers of a refusal: the RFC 9110 challenge on a 401, nothing otherwise."""
     if exc.status != 401:
         return {}
+    if isinstance(exc, UserUnauthenticated):
+        # RFC 6750 3.1: no error attribute when the request carried no credentials.
+        code = None if exc.code == "missing_user_token" else "invalid_token"
+        description = None if code is None else exc.message
+        return {"WWW-Authenticate": bearer_challenge(AUDIENCE, code, description)}
     return {"WWW-Authenticate": challenge_value(AUDIENCE, exc.code)}
 
 
@@ -45,7 +72,7 @@ def claims_delegation(headers: Mapping[str, str], body_depth: object = None) -> 
     """Whether a request says it comes from another agent (identity or depth above 0).
 
     A depth that is not an integer is left to the request's own parser (a 400)."""
-    if AGENT_IDENTITY_HEADER in headers:
+    if AGENT_IDENTITY_HEADER in headers or names.USER_TOKEN_HEADER in headers:
         return True
     raw: object = headers.get(DELEGATION_DEPTH_HEADER)
     for value in (raw, body_depth):
@@ -86,3 +113,98 @@ class AgentAuth(CallerGate):
         caller = await self.admit(one_token(tokens))
         self.check_claim(caller, parse_identity(headers).agent)
         return caller
+
+
+class UserAuth:
+    """End users' tokens under verified user identity (``AGENT_USER_ISSUER``)."""
+
+    def __init__(self, verifier: UserVerifier, own_identity: str | None) -> None:
+        self.verifier = verifier
+        self.own_identity = own_identity
+
+    async def identify(self, headers: Mapping[str, str], caller: Caller | None) -> Verified:
+        claimed = header_values(headers, PRINCIPAL_HEADER)
+        if caller is not None:
+            # A delegation: the caller's principal header is checked against the token it
+            # forwards, and means nothing without one (the run then acts for this agent).
+            forwarded = header_values(headers, names.USER_TOKEN_HEADER)
+            if not forwarded:
+                return Verified(caller=caller, derived=True, principal=self.own_identity)
+            if len(forwarded) > 1:
+                raise UserUnauthenticated(f"{names.USER_TOKEN_HEADER} given more than once")
+            verified = await self._verified(forwarded[0], caller)
+            if claimed and claimed != [verified.principal]:
+                raise Forbidden(
+                    f"{PRINCIPAL_HEADER} does not match the principal of the user's token",
+                    code="principal_mismatch",
+                )
+            return verified
+        if claimed:
+            raise BadRequest(
+                f"{PRINCIPAL_HEADER} is not accepted: this agent takes the principal from the"
+                " user's verified token (Authorization: Bearer)",
+                code="principal_header_refused",
+            )
+        values = header_values(headers, "Authorization")
+        if len(values) > 1:
+            raise UserUnauthenticated("Authorization given more than once")
+        token = bearer_token(values[0] if values else None)
+        if token is None:
+            raise UserUnauthenticated(
+                "this agent needs the user's token: Authorization: Bearer <token>",
+                code="missing_user_token",
+            )
+        return await self._verified(token, None)
+
+    async def _verified(self, token: str, caller: Caller | None) -> Verified:
+        try:
+            user = await self.verifier.verify(token)
+        except UserUnauthenticated:
+            raise
+        except Unauthenticated as exc:
+            raise UserUnauthenticated(f"user token refused: {exc.message}") from None
+        return Verified(
+            caller=caller, derived=True, principal=user.principal, user_token=user.token
+        )
+
+    async def close(self) -> None:
+        await self.verifier.close()
+
+
+class EdgeAuth:
+    """Everything an agent verifies before a run: the delegating agent (``AgentAuth``) and,
+    under verified user identity, the user (``UserAuth``). Either may be absent."""
+
+    def __init__(self, agents: AgentAuth | None, users: UserAuth | None) -> None:
+        self.agents = agents
+        self.users = users
+
+    @classmethod
+    def from_settings(
+        cls,
+        agents: CallerAuthSettings,
+        users: UserAuthSettings | None,
+        own_identity: str | None,
+    ) -> EdgeAuth | None:
+        agent_auth = AgentAuth.from_settings(agents)
+        user_auth = (
+            None if users is None else UserAuth(UserVerifier.from_settings(users), own_identity)
+        )
+        if agent_auth is None and user_auth is None:
+            return None
+        return cls(agent_auth, user_auth)
+
+    async def check(self, headers: Mapping[str, str], *, body_depth: object = None) -> Verified:
+        """What the request proves; raises ``Unauthenticated`` (401), ``Forbidden`` (403),
+        ``VerifierUnavailable`` (503) or ``BadRequest`` (400)."""
+        caller = None
+        if self.agents is not None:
+            caller = await self.agents.check(headers, body_depth=body_depth)
+        if self.users is None:
+            return Verified(caller=caller)
+        return await self.users.identify(headers, caller)
+
+    async def close(self) -> None:
+        for part in (self.agents, self.users):
+            if part is not None:
+                await part.close()

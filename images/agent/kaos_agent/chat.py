@@ -28,8 +28,8 @@ from kaos_core.memory.contract import Role
 from kaos_core.memory.identity import SESSION_HEADER
 from pydantic import BaseModel, ConfigDict, Field
 
-from kaos_agent.auth import AgentAuth, challenge
-from kaos_agent.context import RunDeps, run_context
+from kaos_agent.auth import EdgeAuth, challenge
+from kaos_agent.context import RunDeps, Verified, run_context
 from kaos_agent.memory.turns import history_from_request
 from kaos_agent.runner import AgentRuntime, StreamState
 
@@ -79,11 +79,12 @@ def _completion_id() -> str:
 
 
 async def chat_completions(
-    request: web.Request, runtime: AgentRuntime, model_name: str, auth: AgentAuth | None = None
+    request: web.Request, runtime: AgentRuntime, model_name: str, auth: EdgeAuth | None = None
 ) -> web.StreamResponse:
+    verified: Verified | None = None
     if auth is not None:
         try:
-            await auth.check(request.headers)
+            verified = await auth.check(request.headers)
         except KaosError as exc:
             return web.json_response(
                 error_body(exc.code, exc.message, request_id(request)),
@@ -100,7 +101,7 @@ async def chat_completions(
         )
     earlier = [(_ROLE_MAP[m.role], _text(m)) for m in body.messages[:-1] if _text(m).strip()]
     history = history_from_request(earlier)
-    deps = run_context(request.headers, request_id=request_id(request))
+    deps = run_context(request.headers, request_id=request_id(request), verified=verified)
     model = body.model or model_name
     headers = {SESSION_HEADER: deps.session_id}
     if body.stream:

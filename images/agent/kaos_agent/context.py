@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
+from kaos_core.auth.callers import Caller
 from kaos_core.errors import BadRequest
 from kaos_core.memory.identity import (
     SESSION_HEADER,
@@ -40,6 +41,20 @@ class RunDeps:
     depth: int = 0
     # The id of the request that started the run; memory calls and delegations carry it.
     request_id: str | None = None
+    # Under verified user identity: the user's token, forwarded to the memory service and
+    # to peers so they verify the principal themselves. A credential: never in a repr.
+    user_token: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What the edge proved about a request (``kaos_agent.auth``): the delegating agent,
+    and the principal when the posture derives it (then ``X-Principal`` is not used)."""
+
+    caller: Caller | None = None
+    derived: bool = False
+    principal: str | None = None
+    user_token: str | None = field(default=None, repr=False)
 
 
 class BadDelegationDepth(BadRequest):
@@ -76,6 +91,7 @@ def run_context(
     request_id: str | None,
     session: str | None = None,
     depth: object = None,
+    verified: Verified | None = None,
 ) -> RunDeps:
     """The run context of one request; raises ``BadRequest`` for an unusable value.
 
@@ -83,7 +99,8 @@ def run_context(
     ``session`` and ``depth`` are fallbacks a protocol may carry in its body (A2A's
     ``contextId`` and ``kaos.delegationDepth`` metadata), used only when the header is
     absent and validated exactly as the header would be. Without any session a fresh id
-    is minted.
+    is minted. ``verified``: what the edge proved; a derived principal replaces the
+    header's (which the edge has refused by then).
     """
     identity = parse_identity(headers)
     if identity.session is None and session is not None:
@@ -93,11 +110,13 @@ def run_context(
     raw_depth: object = _single(headers, DELEGATION_DEPTH_HEADER)
     if raw_depth is None:
         raw_depth = 0 if depth is None else depth
+    derived = verified is not None and verified.derived
     return RunDeps(
         session_id=session or new_session_id(),
-        principal=identity.principal,
+        principal=verified.principal if verified is not None and derived else identity.principal,
         depth=parse_depth(raw_depth),
         request_id=request_id or None,
+        user_token=verified.user_token if verified is not None and derived else None,
     )
 
 

@@ -11,6 +11,10 @@ With a peer token file (``AGENT_PEER_TOKEN_FILE``, the pod's projected token of 
 ``kaos.dev/agent``) both transports also carry it as ``X-Agent-Token``, read through
 ``TokenFile`` on every call because kubelet rotates it; a configured file that is missing
 or empty fails the delegation before any request (the peer would refuse it anyway).
+
+Each delegation is a client span ``invoke_agent <peer>`` (GenAI conventions: the remote
+agent's invocation) whose W3C trace context goes out in the headers of either transport,
+so the peer's server span, and its whole run, sit under it in one trace.
 """
 
 from __future__ import annotations
@@ -23,12 +27,16 @@ from typing import Any
 
 import aiohttp
 from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
-from kaos_core.auth.names import AGENT_PEER_TOKEN_FILE, AGENT_TOKEN_HEADER
+from kaos_core.auth.names import AGENT_PEER_TOKEN_FILE, AGENT_TOKEN_HEADER, USER_TOKEN_HEADER
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.endpoints import Endpoint
 from kaos_core.http.failures import describe_failure
 from kaos_core.http.middleware import REQUEST_ID_HEADER
 from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
+from kaos_core.telemetry import conventions as otel
+from kaos_core.telemetry import tracer
+from opentelemetry.propagate import inject
+from opentelemetry.trace import SpanKind, StatusCode
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.tools import Tool
@@ -57,6 +65,9 @@ def delegation_headers(deps: RunDeps, depth: int) -> dict[str, str]:
     headers = {SESSION_HEADER: deps.session_id, DELEGATION_DEPTH_HEADER: str(depth)}
     if deps.principal is not None:
         headers[PRINCIPAL_HEADER] = deps.principal
+    if deps.user_token is not None:
+        # Verified user identity: the peer verifies the user itself, as the memory does.
+        headers[USER_TOKEN_HEADER] = deps.user_token
     if deps.request_id is not None:
         headers[REQUEST_ID_HEADER] = deps.request_id
     return headers
@@ -83,6 +94,9 @@ def _parts_text(parts: list[dict[str, Any]]) -> str:
     return "\n".join(p["text"] for p in parts if isinstance(p.get("text"), str))
 
 
+_TRACER = tracer(__name__)
+
+
 class PeerClient:
     """Sends one message to one peer agent and returns its answer text."""
 
@@ -95,7 +109,36 @@ class PeerClient:
 
     async def ask(self, peer: Endpoint, message: str, deps: RunDeps, depth: int) -> tuple[str, str]:
         """Answer text and the transport used (``a2a`` or ``chat``)."""
+        attributes = {
+            otel.OPERATION: "invoke_agent",
+            otel.AGENT_NAME: peer.name,
+            otel.CONVERSATION_ID: deps.session_id,
+            "server.address": peer.url,
+        }
+        with _TRACER.start_as_current_span(
+            f"invoke_agent {peer.name}",
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            # A peer's failure text may quote the conversation: the class only.
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                answer, transport = await self._ask(peer, message, deps, depth)
+            except Exception as exc:
+                span.set_status(StatusCode.ERROR, type(exc).__name__)
+                span.set_attribute("error.type", type(exc).__name__)
+                raise
+            span.set_attribute(otel.DELEGATION_TRANSPORT, transport)
+            return answer, transport
+
+    async def _ask(
+        self, peer: Endpoint, message: str, deps: RunDeps, depth: int
+    ) -> tuple[str, str]:
         headers = delegation_headers(deps, depth)
+        # The span's context, for the peer (with tracing on, the client span of the request
+        # replaces it with its own, a child of this one: kaos_core.telemetry.http).
+        inject(headers)
         if self._token is not None:
             token = self._token.read()
             if token is None:

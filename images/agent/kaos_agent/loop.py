@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pydantic_ai import Agent
+from pydantic_ai.capabilities.instrumentation import Instrumentation
 from pydantic_ai.models import Model
+from pydantic_ai.models.instrumented import InstrumentationSettings
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.toolsets import AbstractToolset
@@ -72,6 +74,7 @@ def build_agent(
     model_settings: ModelSettings,
     delegation: DelegationSettings,
     toolsets: Sequence[AbstractToolset[RunDeps]],
+    instrument: InstrumentationSettings | None = None,
 ) -> Agent[RunDeps, str]:
     return Agent(
         model,
@@ -81,4 +84,6 @@ def build_agent(
         toolsets=list(toolsets),
         retries=2,
         model_settings={"timeout": model_settings.timeout_seconds},
+        # pydantic-ai's GenAI spans when tracing is on; off, not even a no-op capability.
+        capabilities=[Instrumentation(settings=instrument)] if instrument is not None else None,
     )

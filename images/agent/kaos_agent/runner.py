@@ -132,6 +132,7 @@ class AgentRuntime:
                     deps=deps,
                     message_history=history or None,
                     instructions=facts,
+                    conversation_id=deps.session_id,
                     usage_limits=UsageLimits(request_limit=steps_cap),
                     timeout=timeout,
                 )
@@ -193,6 +194,7 @@ class AgentRuntime:
             deps=deps,
             message_history=history or None,
             instructions=facts,
+            conversation_id=deps.session_id,
             usage_limits=UsageLimits(request_limit=self.max_steps),
         ) as events:
             try:

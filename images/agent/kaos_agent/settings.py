@@ -20,7 +20,13 @@ from urllib.parse import urlsplit
 
 from kaos_core import agent_env as env
 from kaos_core.auth import names as auth_names
-from kaos_core.auth.config import DEFAULT_LEEWAY, REVIEW_CACHE_SECONDS, AuthMode, CallerAuthSettings
+from kaos_core.auth.config import (
+    DEFAULT_LEEWAY,
+    REVIEW_CACHE_SECONDS,
+    AuthMode,
+    CallerAuthSettings,
+    UserAuthSettings,
+)
 from kaos_core.endpoints import Endpoint, parse_endpoints
 from kaos_core.errors import KaosError
 from kaos_core.memory.contract import FailureMode, Level, levels_up_to
@@ -40,6 +46,7 @@ GROUPS: dict[str, str] = {
     "memory": "Memory",
     "autonomous": "Autonomous mode",
     "auth": "Verified agent identity (delegation)",
+    "user": "Verified user identity",
 }
 
 
@@ -384,6 +391,54 @@ class AgentSettings(EnvSettings):
         default=None,
     )
 
+    user_issuer: str | None = setting(
+        auth_names.AGENT_USER_ISSUER,
+        "user",
+        "the OIDC issuer of end users' tokens (`iss`, an https URL). Set, every end-user call"
+        " needs `Authorization: Bearer <token>` (else 401 with an RFC 6750 challenge), the"
+        " principal is the token's principal claim, `X-Principal` is refused (400), and the"
+        " token is forwarded as `X-User-Token` to the memory service and to peers; keys come"
+        " from `AGENT_USER_JWKS_URL`, else the issuer's discovery document",
+        default=None,
+    )
+    user_audience: str | None = setting(
+        auth_names.AGENT_USER_AUDIENCE,
+        "user",
+        "with a user issuer (required there): the audience user tokens must carry (`aud`)",
+        default=None,
+        min_length=1,
+    )
+    user_principal_claim: str = setting(
+        auth_names.AGENT_USER_PRINCIPAL_CLAIM,
+        "user",
+        "the claim of a user token that names the principal",
+        default=auth_names.DEFAULT_PRINCIPAL_CLAIM,
+        min_length=1,
+    )
+    user_jwks_url: str | None = setting(
+        auth_names.AGENT_USER_JWKS_URL,
+        "user",
+        "where to fetch the user issuer's keys instead of discovery (https). Keys are fetched"
+        " on first use and again for an unknown key id at most every 30 s (a key rotated at"
+        " the provider is followed without a restart)",
+        default=None,
+    )
+    user_ca_file: Path | None = setting(
+        auth_names.AGENT_USER_CA_FILE,
+        "user",
+        "CA bundle for the user issuer and its keys",
+        default=None,
+        default_doc="system CAs",
+    )
+    user_leeway: float = setting(
+        auth_names.AGENT_USER_LEEWAY,
+        "user",
+        "seconds of clock skew tolerated on a user token's `exp`, `nbf` and `iat`",
+        default=DEFAULT_LEEWAY,
+        ge=0,
+        le=300,
+    )
+
     @field_validator("model_api_url", "memory_endpoint", "public_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
@@ -440,6 +495,20 @@ class AgentSettings(EnvSettings):
 
     def _check_auth(self) -> None:
         names = auth_names
+        if self.user_issuer is not None:
+            if self.auth_mode == "off":
+                raise ValueError(
+                    f"{names.AGENT_USER_ISSUER} needs {names.AGENT_AUTH_MODE} (verified user"
+                    " identity builds on verified agent identity)"
+                )
+            if not self.user_audience:
+                raise ValueError(f"{names.AGENT_USER_ISSUER} needs {names.AGENT_USER_AUDIENCE}")
+            for variable, url in (
+                (names.AGENT_USER_ISSUER, self.user_issuer),
+                (names.AGENT_USER_JWKS_URL, self.user_jwks_url),
+            ):
+                if url is not None and not url.startswith("https://"):
+                    raise ValueError(f"{variable} must be an https:// URL")
         if self.auth_mode == "jwks" and not self.auth_issuer:
             raise ValueError(f"{names.AGENT_AUTH_MODE}=jwks needs {names.AGENT_AUTH_ISSUER}")
         if self.auth_mode == "tokenreview" and not self.auth_api_server:
@@ -499,6 +568,11 @@ class AgentSettings(EnvSettings):
             review_cache_seconds=self.auth_review_cache_seconds,
             callers_file=self.callers_file,
         )
+
+    @property
+    def user_auth(self) -> UserAuthSettings | None:
+        """How end users' tokens are verified; ``None``: no user identity (X-Principal as sent)."""
+        return UserAuthSettings.of(self)
 
     @property
     def memory(self) -> AgentMemorySettings:

@@ -12,6 +12,7 @@ from kaos_core.http import run_service
 from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
+from kaos_core.telemetry import setup_telemetry
 
 from kaos_memory.app import create_app
 from kaos_memory.datadir import DataDirInUse
@@ -25,6 +26,7 @@ def main() -> None:
         # Read here (create_base_app reads them again) so a bad value exits 2 with one line.
         HttpLimits.from_env()
         settings = load_memory_settings()
+        telemetry = setup_telemetry("kaos-memory")
     except SettingsError as exc:
         exit_on_settings_error(exc)
     http = settings.http
@@ -43,6 +45,9 @@ def main() -> None:
         log.error("cannot start", extra={"error": str(exc)})
         print(f"kaos-memory: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(3) from None
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()  # flush the spans still queued
     _exit_despite_stuck_threads(grace=5.0)
 
 

@@ -21,8 +21,12 @@ import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
+from kaos_core.auth.oidc import UserVerifier
 from kaos_core.http import READINESS_KEY, REGISTRY_KEY, create_base_app
+from kaos_core.telemetry.genai_metrics import GenAiMetrics
 
+from kaos_memory.admin import AdminGate
+from kaos_memory.admin import add_challenge as add_admin_challenge
 from kaos_memory.auth import MemoryAuth, add_challenge
 from kaos_memory.compaction import fold_policy
 from kaos_memory.consolidation import ConsolidationPolicy, Consolidator
@@ -66,10 +70,15 @@ def create_app(settings: MemorySettings, *, deps: MemoryDeps | None = None) -> w
     app.cleanup_ctx.append(_executor_ctx)
     app.cleanup_ctx.append(_service_ctx)
     auth = MemoryAuth.from_settings(settings.auth)
+    if auth is not None and settings.user_auth is not None:
+        auth.users = UserVerifier.from_settings(settings.user_auth)
     if auth is not None:
+        # Admin calls are checked by Kubernetes RBAC (``kaos_memory.admin``).
+        auth.admin = AdminGate.from_settings(settings.admin)
         app[AUTH_KEY] = auth
         app.cleanup_ctx.append(_auth_ctx)
         app.on_response_prepare.append(add_challenge)
+        app.on_response_prepare.append(add_admin_challenge)
     add_routes(app)
     return app
 
@@ -117,6 +126,8 @@ async def _longterm_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _summarizer_ctx(app: web.Application) -> AsyncIterator[None]:
     summarizer = app[DEPS_KEY].summarizer
+    # The GenAI token and duration histograms of its calls, on this app's /metrics.
+    summarizer.measure_with(GenAiMetrics.create(app[REGISTRY_KEY]))
     try:
         await summarizer.start()
         yield

@@ -49,6 +49,7 @@ from kaos_memory.storage.base import (
     TurnRow,
 )
 from kaos_memory.summarizer import Summarizer
+from kaos_memory.telemetry import fold_span
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +225,11 @@ class Consolidator:
         folds = await self.conversation.pending_digest_folds(key)
         if not folds:
             return
+        # Linked to the writes that recorded the folds (their trace contexts, stored).
+        with fold_span("digest", self.group, self.replica, folds):
+            await self._digest_folds(key, folds)
+
+    async def _digest_folds(self, key: str, folds: list[Fold]) -> None:
         started = time.perf_counter()
         previous = await self.conversation.latest_digest(key)
         turns = [t for f in folds for t in f.turns]
@@ -288,6 +294,10 @@ class Consolidator:
         )
 
     async def _extract(self, fold: Fold, lease: Lease) -> None:
+        with fold_span("extract", self.group, self.replica, [fold]):
+            await self._extract_fold(fold, lease)
+
+    async def _extract_fold(self, fold: Fold, lease: Lease) -> None:
         attempt = await self.conversation.begin_extraction(fold, lease.owner)
         if attempt is None:
             lease.lost = True

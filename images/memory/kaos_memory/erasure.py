@@ -3,7 +3,8 @@
 A forget runs four steps:
 
 1. One transaction of the conversation store records the tombstone (scope, time, the
-   sessions it reaches, and this replica's ``erase`` lease on it) and deletes those
+   sessions it reaches, and this replica's ``erase`` lease on it) with its audit record
+   (who asked, the rows per tier: ``storage.audit``) and deletes those
    sessions' turns, digests, folds and attribution. From its commit on, no fold work of
    those sessions starts on any replica: the tombstone check in the outbox queries hands
    out nothing of them and refuses to begin an extraction or write a digest.
@@ -14,7 +15,7 @@ A forget runs four steps:
 3. The long-term tier: the scope's facts are deleted and Mem0's history and message
    context (the turns Mem0 quotes as "last messages" in its next extraction prompt) are
    purged for the scope and every erased session. Facts or context a racing extraction
-   stored before the fence ended are gone with them.
+   stored before the fence ended are gone with them; the audit record counts the facts.
 4. The space of the deleted rows is reclaimed and the tombstone becomes final (fold work
    written after the forget goes on). In local mode the reclaim comes first (the SQLite
    files rewritten so no freed page or WAL frame keeps erased text), so a final erasure
@@ -36,6 +37,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from kaos_memory.scope import Scope
+from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor
 from kaos_memory.storage.base import (
     ConversationStore,
     Erased,
@@ -103,14 +105,16 @@ class Eraser:
 
     # --- the request path ---------------------------------------------------------------------
 
-    async def forget(self, scope: Scope, selector: ErasureSelector | None) -> ErasureResult:
+    async def forget(
+        self, scope: Scope, selector: ErasureSelector | None, actor: Actor = UNKNOWN_ACTOR
+    ) -> ErasureResult:
         """Erase ``scope`` (and the conversational tiers of the sessions ``selector``
-        reaches); final when the answer says so."""
+        reaches) for ``actor``, who the audit record names; final when the answer says so."""
         owner = self._owner()
         result = ErasureResult()
         try:
             result.erased = await self.conversation.erase(
-                selector, scope, owner, self.policy.lease_ttl
+                selector, scope, owner, self.policy.lease_ttl, actor
             )
         except StorageError:
             log.error("recording the erasure failed", exc_info=True)
@@ -147,6 +151,12 @@ class Eraser:
                 log.error("long-term erasure failed", exc_info=True)
                 result.failures.append("long-term tier")
                 return
+            if result.facts:
+                try:
+                    await self.conversation.add_erased_facts(tombstone.id, result.facts)
+                except StorageError:
+                    log.error("counting the erased facts in the audit failed", exc_info=True)
+                    result.failures.append("audit record")
             if fenced and self.policy.reclaim_inline:
                 # Local mode: the files hold no erased byte before the erasure is final, so
                 # "final" (the forget's answer, or the tombstone a reader waits on) means

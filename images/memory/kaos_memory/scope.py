@@ -91,7 +91,7 @@ def derive_scope(
 ) -> Scope:
     """Scope of a read or erasure at ``level``.
 
-    403: ``store`` with an agent header, a level above the ceiling, or a secured posture
+    403: ``store`` with an agent header, an agent's level above the ceiling, or a secured posture
     whose principal is missing on an agent's call. 400: an owner key of the level is
     missing, or conversational tiers are asked for without a session.
     """
@@ -102,7 +102,9 @@ def derive_scope(
                 code="store_level_forbidden",
             )
         return Scope(level="store", group=group, session=None, principal=None, agent=None)
-    if scope_rank(level) > scope_rank(ceiling):
+    # The ceiling bounds agents; an admin call (no agent) may use any level, as it may
+    # the store level (cross-user erasure is ``user`` level by an administrator).
+    if identity.agent is not None and scope_rank(level) > scope_rank(ceiling):
         raise Forbidden(
             f"level {level!r} is above this store's read ceiling {ceiling!r}",
             code="above_ceiling",

@@ -23,6 +23,8 @@ from typing import TypeVar
 from kaos_core.errors import BadRequest, Forbidden, StrictFailure
 from kaos_core.memory.contract import (
     CONVERSATIONAL_TIERS,
+    AuditRequest,
+    AuditResponse,
     Fact,
     FailureMode,
     ForgetRequest,
@@ -42,6 +44,7 @@ from kaos_core.memory.contract import (
 )
 from kaos_core.memory.identity import Identity
 
+from kaos_memory.audit import wire_record
 from kaos_memory.compaction import count_tokens, fold_policy, window
 from kaos_memory.consolidation import Consolidator
 from kaos_memory.erasure import Eraser
@@ -54,6 +57,7 @@ from kaos_memory.scope import (
     derive_scope,
 )
 from kaos_memory.settings import PostureSettings, TierSettings
+from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor
 from kaos_memory.storage.base import (
     ConversationStore,
     ErasureSelector,
@@ -286,9 +290,12 @@ class MemoryService:
 
     # --- forget ---------------------------------------------------------------------------
 
-    async def forget(self, identity: Identity, req: ForgetRequest) -> ForgetResponse:
+    async def forget(
+        self, identity: Identity, req: ForgetRequest, actor: Actor = UNKNOWN_ACTOR
+    ) -> ForgetResponse:
         """Erase a scope from every tier; see ``erasure`` for how it wins against the
-        background work of that scope. ``degraded`` unless the erasure is final."""
+        background work of that scope. ``degraded`` unless the erasure is final. The
+        answer's ``receipt`` is the audit record naming ``actor``."""
         scope = self._scope(identity, req.level, None)
         strict = self._mode(req.failure_mode) == "strict"
         try:
@@ -299,7 +306,7 @@ class MemoryService:
             if strict:
                 raise StrictFailure("erasure incomplete: conversational tiers") from None
             return ForgetResponse(forgotten=Forgotten(), degraded=True)
-        result = await self._timed("erasure", "forget", self.eraser.forget(scope, selector))
+        result = await self._timed("erasure", "forget", self.eraser.forget(scope, selector, actor))
         if result.failures or not result.final:
             self.metrics.degraded.labels(reason="forget_failed").inc()
             if strict:
@@ -314,6 +321,7 @@ class MemoryService:
                 "digests": erased.digests,
                 "facts": result.facts,
                 "final": result.final,
+                "audit": erased.audit_id,
             },
         )
         return ForgetResponse(
@@ -321,6 +329,24 @@ class MemoryService:
                 short_term=erased.turns, medium_term=erased.digests, long_term=result.facts
             ),
             degraded=bool(result.failures) or not result.final,
+            receipt=erased.audit_id,
+        )
+
+    # --- the audit ------------------------------------------------------------------------
+
+    async def audit(self, req: AuditRequest) -> AuditResponse:
+        """One page of the store's erasure records, newest first (admin calls only)."""
+        before = None if req.cursor is None else int(req.cursor)
+        try:
+            entries = await self.conversation.audit(self.group, req.limit + 1, before)
+        except StorageError as exc:
+            log.error("reading the audit failed", exc_info=True)
+            raise StrictFailure("the conversation store failed") from exc
+        page = entries[: req.limit]
+        more = len(entries) > req.limit
+        return AuditResponse(
+            records=[wire_record(e) for e in page],
+            next_cursor=str(page[-1].id) if more and page else None,
         )
 
     async def _erasure_selector(self, scope: Scope) -> ErasureSelector | None:

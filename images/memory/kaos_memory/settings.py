@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from kaos_core.auth import names
-from kaos_core.auth.config import DEFAULT_LEEWAY, REVIEW_CACHE_SECONDS, AuthMode, CallerAuthSettings
+from kaos_core.auth.config import (
+    DEFAULT_LEEWAY,
+    REVIEW_CACHE_SECONDS,
+    AuthMode,
+    CallerAuthSettings,
+    UserAuthSettings,
+)
 from kaos_core.memory.contract import FailureMode
 from kaos_core.settings import EnvSettings, SettingsError
 from pydantic import Field, model_validator
@@ -45,6 +51,8 @@ GROUPS: dict[str, str] = {
     "executor": "Background work and shutdown",
     "consolidation": "Consolidation across replicas",
     "auth": "Verified agent identity",
+    "user": "Verified user identity",
+    "admin": "Admin access (Kubernetes RBAC)",
 }
 
 
@@ -55,6 +63,19 @@ def setting(group: str, description: str, **kwargs: Any) -> Any:
     if "default_doc" in kwargs:
         extra["default_doc"] = kwargs.pop("default_doc")
     return Field(description=description, json_schema_extra=extra, **kwargs)
+
+
+@dataclass(frozen=True)
+class AdminSettings:
+    """Admin access (``kaos_memory.admin``): the store RBAC decides on, and the API server
+    (the auth settings' own) that reviews credentials."""
+
+    store_namespace: str | None
+    store_name: str | None
+    api_server: str | None
+    ca_file: Path | None
+    token_file: Path | None
+    cache_seconds: float = REVIEW_CACHE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -201,6 +222,13 @@ class MemorySettings(EnvSettings):
         "OpenAI-compatible base URL (ending in `/v1`) for both model roles",
         default="http://127.0.0.1:8000/v1",
     )
+    embedding_base_url: str | None = setting(
+        "models",
+        "OpenAI-compatible base URL (ending in `/v1`) of the embedding model when it is served"
+        " apart from the chat model (e.g. a dedicated embedding server)",
+        default=None,
+        default_doc="= `MODEL_BASE_URL`",
+    )
     api_key: str | None = setting(
         "models", "bearer key for the model endpoint (optional)", default=None
     )
@@ -284,9 +312,9 @@ class MemorySettings(EnvSettings):
 
     max_read_scope: ReadCeiling = setting(
         "posture",
-        "store ceiling for reads and forgets: `session` < `agent` < `user`; a level above it"
-        " is 403 (`store` is administrative and outside the order: only for calls without"
-        " `X-Agent-Identity`)",
+        "store ceiling for agents' reads and forgets: `session` < `agent` < `user`; a level"
+        " above it is 403 (admin calls, without `X-Agent-Identity`, are not bound by it, and"
+        " `store` is administrative and outside the order: only for admin calls)",
         default="agent",
     )
     require_principal: bool = setting(
@@ -440,10 +468,94 @@ class MemorySettings(EnvSettings):
         " ServiceAccount not listed is 403, and a missing or invalid file allows nobody",
         default=Path(names.CALLERS_PATH),
     )
+    store_namespace: str | None = setting(
+        "admin",
+        "the namespace of this service's MemoryStore (set by the operator). With"
+        " `KAOS_MEMORY_AUTH_MODE` on, a call without `X-Agent-Token` but with"
+        " `Authorization: Bearer <Kubernetes credential>` is an admin call: the API server"
+        " (`KAOS_MEMORY_AUTH_API_SERVER`) reviews the credential (TokenReview) and whether"
+        " its user may `get` (recall, list, audit) or `delete` (forget)"
+        " `memorystores/data` (group `kaos.tools`) of this store (SubjectAccessReview; the"
+        " ServiceAccount needs `create` on both: the chart's `<release>-memory-review`);"
+        " unset, admin calls are 403 `admin_not_configured`",
+        default=None,
+        min_length=1,
+        max_length=63,
+    )
+    store_name: str | None = setting(
+        "admin",
+        "the name of this service's MemoryStore (set by the operator), for the same review",
+        default=None,
+        min_length=1,
+        max_length=253,
+    )
+    admin_review_cache_seconds: float = setting(
+        "admin",
+        "seconds an admin credential's TokenReview and SubjectAccessReview answers are"
+        " reused (never past the credential's `exp`): a revoked binding takes effect within"
+        " this time",
+        default=REVIEW_CACHE_SECONDS,
+        ge=0,
+        le=300,
+    )
+
+    user_issuer: str | None = setting(
+        "user",
+        "the OIDC issuer of end users' tokens (`iss`, an https URL; needs"
+        " `KAOS_MEMORY_AUTH_MODE`). Set, the principal of an agent's call is the principal"
+        " claim of the user token the agent forwards in `X-User-Token`, verified here too"
+        " (this check is authoritative, the agent's is defence in depth): an `X-Principal`"
+        " that differs is 403 `principal_mismatch`; without a user token the only principal"
+        " accepted is the calling agent's own identity (a self-subjected run), anything else"
+        " is 403 `principal_not_proven`",
+        default=None,
+    )
+    user_audience: str | None = setting(
+        "user",
+        "with a user issuer (required there): the audience user tokens must carry (`aud`)",
+        default=None,
+        min_length=1,
+    )
+    user_principal_claim: str = setting(
+        "user",
+        "the claim of a user token that names the principal",
+        default=names.DEFAULT_PRINCIPAL_CLAIM,
+        min_length=1,
+    )
+    user_jwks_url: str | None = setting(
+        "user",
+        "where to fetch the user issuer's keys instead of discovery (https); fetched on first"
+        " use and again for an unknown key id at most every 30 s",
+        default=None,
+    )
+    user_ca_file: Path | None = setting(
+        "user",
+        "CA bundle for the user issuer and its keys",
+        default=None,
+        default_doc="system CAs",
+    )
+    user_leeway: float = setting(
+        "user",
+        "seconds of clock skew tolerated on a user token's `exp`, `nbf` and `iat`",
+        default=DEFAULT_LEEWAY,
+        ge=0,
+        le=300,
+    )
 
     @model_validator(mode="after")
     def _check(self) -> MemorySettings:
         problems: list[str] = []
+        if self.user_issuer is not None:
+            if self.auth_mode == "off":
+                problems.append("KAOS_MEMORY_USER_ISSUER needs KAOS_MEMORY_AUTH_MODE")
+            if not self.user_audience:
+                problems.append("KAOS_MEMORY_USER_ISSUER needs KAOS_MEMORY_USER_AUDIENCE")
+            for variable, url in (
+                ("KAOS_MEMORY_USER_ISSUER", self.user_issuer),
+                ("KAOS_MEMORY_USER_JWKS_URL", self.user_jwks_url),
+            ):
+                if url is not None and not url.startswith("https://"):
+                    problems.append(f"{variable} must be an https:// URL")
         if self.auth_mode == "jwks" and not self.auth_issuer:
             problems.append("KAOS_MEMORY_AUTH_MODE=jwks needs KAOS_MEMORY_AUTH_ISSUER")
         if self.auth_mode == "tokenreview" and not self.auth_api_server:
@@ -569,6 +681,22 @@ class MemorySettings(EnvSettings):
             leeway=self.auth_leeway,
             review_cache_seconds=self.auth_review_cache_seconds,
             callers_file=self.callers_file,
+        )
+
+    @property
+    def user_auth(self) -> UserAuthSettings | None:
+        """How forwarded user tokens are verified; ``None``: principals as sent."""
+        return UserAuthSettings.of(self)
+
+    @property
+    def admin(self) -> AdminSettings:
+        return AdminSettings(
+            store_namespace=self.store_namespace,
+            store_name=self.store_name,
+            api_server=self.auth_api_server,
+            ca_file=self.auth_ca_file,
+            token_file=self.auth_token_file,
+            cache_seconds=self.admin_review_cache_seconds,
         )
 
     @property

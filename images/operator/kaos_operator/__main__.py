@@ -6,6 +6,7 @@ from kaos_core.http import run_service
 from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
+from kaos_core.telemetry import setup_telemetry
 
 from kaos_operator.app import create_app
 from kaos_operator.settings import OperatorSettings
@@ -16,6 +17,7 @@ def main() -> None:
         # Read here (create_base_app reads them again) so a bad value exits 2 with one line.
         HttpLimits.from_env()
         settings = OperatorSettings.from_env()
+        setup_telemetry("kaos-operator")
     except SettingsError as exc:
         exit_on_settings_error(exc)
     configure_logging("kaos-operator", settings.log_level)

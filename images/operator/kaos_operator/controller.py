@@ -6,7 +6,9 @@ owned object queues its controlling owner. Workers start only once every cache h
 listed, so no reconcile mistakes "not cached yet" for "does not exist".
 
 The controller is the reconcilers' ``ReconcileContext``: they read its caches and write
-through it, and never see the controller itself.
+through it, and never see the controller itself. Each reconcile is a span ``reconcile
+<Kind>`` with the object's kind, namespace, name and outcome; the API calls it makes are
+its children (``kaos_core.telemetry.http``'s client spans, when tracing is on).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from typing import Any
 
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
 from kaos_core.crds.common import CustomObject
+from kaos_core.telemetry import conventions as otel
+from kaos_core.telemetry import tracer
+from opentelemetry.trace import StatusCode
 
 from kaos_operator.apply import apply_all, controller_uid, prune
 from kaos_operator.desired.common import MANAGED_BY_SELECTOR
@@ -33,6 +38,7 @@ from kaos_operator.settings import OperatorSettings, ReconcileSettings
 from kaos_operator.watch import Informer
 
 log = logging.getLogger(__name__)
+_TRACER = tracer(__name__)
 
 KINDS: tuple[type[CustomObject], ...] = (Agent, ModelAPI, MCPServer, MemoryStore)
 
@@ -195,15 +201,27 @@ class Controller:
         assert isinstance(key, tuple)
         kind, namespace, name = (str(part) for part in key)
         started = time.monotonic()
-        try:
-            outcome = await self.reconcilers[kind].reconcile(namespace, name)
-        except Exception:
-            # Temporary: the status says so already; the queue retries with backoff.
-            self.metrics.reconciles.labels(kind, "error").inc()
-            self.metrics.errors.labels(kind).inc()
-            raise
-        finally:
-            self.metrics.latency.labels(kind).observe(time.monotonic() - started)
+        attributes = {
+            otel.RECONCILE_KIND: kind,
+            otel.RECONCILE_NAMESPACE: namespace,
+            otel.RECONCILE_NAME: name,
+        }
+        with _TRACER.start_as_current_span(
+            f"reconcile {kind}", attributes=attributes, record_exception=False
+        ) as span:
+            try:
+                outcome = await self.reconcilers[kind].reconcile(namespace, name)
+            except Exception as exc:
+                # Temporary: the status says so already; the queue retries with backoff.
+                self.metrics.reconciles.labels(kind, "error").inc()
+                self.metrics.errors.labels(kind).inc()
+                span.set_attribute(otel.RECONCILE_OUTCOME, "error")
+                # The class only: an API error's text can carry object contents.
+                span.set_status(StatusCode.ERROR, type(exc).__name__)
+                raise
+            finally:
+                self.metrics.latency.labels(kind).observe(time.monotonic() - started)
+            span.set_attribute(otel.RECONCILE_OUTCOME, outcome.value)
         self.metrics.reconciles.labels(kind, outcome.value).inc()
 
     def informers(self) -> list[Informer]:

@@ -11,13 +11,18 @@ import logging
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import yaml
 from kaos_core import __version__
-from kaos_core.auth.names import DEFAULT_SERVICE_ACCOUNT_ISSUER
+from kaos_core.auth.names import (
+    DEFAULT_PRINCIPAL_CLAIM,
+    DEFAULT_SERVICE_ACCOUNT_ISSUER,
+    DEFAULT_USER_AUDIENCE,
+)
+from kaos_core.crds.common import Telemetry
 from kaos_core.settings import EnvSettings
 from kubernetes_asyncio.config import ConfigException
 from kubernetes_asyncio.config.kube_config import list_kube_config_contexts
@@ -44,6 +49,10 @@ class Posture:
 
     security_enabled: bool = False
     user_issuer: str | None = None
+    # Used only with a user issuer: what user tokens must carry and where the principal is.
+    user_audience: str = DEFAULT_USER_AUDIENCE
+    user_principal_claim: str = DEFAULT_PRINCIPAL_CLAIM
+    user_jwks_url: str | None = None
     # Used only with security on: how memory pods verify agents' service-account tokens,
     # and the issuer those tokens carry (the cluster's --service-account-issuer).
     token_verification: TokenVerification = "jwks"
@@ -81,6 +90,8 @@ class ReconcileSettings:
 
     images: Images
     posture: Posture
+    # The tracing default of every pod (the chart's ``telemetry`` values).
+    telemetry: Telemetry = field(default_factory=Telemetry)
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,23 @@ class OperatorSettings(EnvSettings):
 
     security_enabled: bool = Field(default=False, json_schema_extra=_env("KAOS_SECURITY_ENABLED"))
     user_issuer: str | None = Field(default=None, json_schema_extra=_env("KAOS_USER_ISSUER"))
+    user_audience: str = Field(
+        default=DEFAULT_USER_AUDIENCE,
+        min_length=1,
+        description="With a user issuer: the audience end users' tokens must carry.",
+        json_schema_extra=_env("KAOS_USER_AUDIENCE"),
+    )
+    user_principal_claim: str = Field(
+        default=DEFAULT_PRINCIPAL_CLAIM,
+        min_length=1,
+        description="With a user issuer: the claim of a user token that names the principal.",
+        json_schema_extra=_env("KAOS_USER_PRINCIPAL_CLAIM"),
+    )
+    user_jwks_url: str | None = Field(
+        default=None,
+        description="With a user issuer: its key set URL, instead of OIDC discovery.",
+        json_schema_extra=_env("KAOS_USER_JWKS_URL"),
+    )
     token_verification: TokenVerification = Field(
         default="jwks",
         description="With security on: how MemoryStore pods verify agents' service-account "
@@ -140,6 +168,26 @@ class OperatorSettings(EnvSettings):
     )
     image_pull_policy: PullPolicy = Field(
         default="IfNotPresent", json_schema_extra=_env("KAOS_IMAGE_PULL_POLICY")
+    )
+
+    telemetry_endpoint: str | None = Field(
+        default=None,
+        pattern=r"^https?://\S+$",
+        description="OTLP/HTTP receiver every pod the operator makes exports spans to, unless "
+        "its resource's spec.telemetry says otherwise; unset: tracing off by default.",
+        json_schema_extra=_env("KAOS_TELEMETRY_ENDPOINT"),
+    )
+    telemetry_sampling_ratio: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="Default share of traces kept (0 to 1).",
+        json_schema_extra=_env("KAOS_TELEMETRY_SAMPLING_RATIO"),
+    )
+    telemetry_capture_content: bool = Field(
+        default=False,
+        description="Default of content capture on spans (prompts, memory queries): personal data.",
+        json_schema_extra=_env("KAOS_TELEMETRY_CAPTURE_CONTENT"),
     )
 
     kubeconfig: str | None = Field(default=None, json_schema_extra=_env("KUBECONFIG"))
@@ -179,6 +227,9 @@ class OperatorSettings(EnvSettings):
         return Posture(
             security_enabled=self.security_enabled,
             user_issuer=self.user_issuer,
+            user_audience=self.user_audience,
+            user_principal_claim=self.user_principal_claim,
+            user_jwks_url=self.user_jwks_url or None,
             token_verification=self.token_verification,
             service_account_issuer=self.service_account_issuer,
         )
@@ -195,8 +246,16 @@ class OperatorSettings(EnvSettings):
         )
 
     @property
+    def telemetry(self) -> Telemetry:
+        return Telemetry(
+            endpoint=self.telemetry_endpoint,
+            sampling_ratio=self.telemetry_sampling_ratio,
+            capture_content=self.telemetry_capture_content,
+        )
+
+    @property
     def reconcile(self) -> ReconcileSettings:
-        return ReconcileSettings(images=self.images, posture=self.posture)
+        return ReconcileSettings(images=self.images, posture=self.posture, telemetry=self.telemetry)
 
     @property
     def leader(self) -> LeaderSettings:

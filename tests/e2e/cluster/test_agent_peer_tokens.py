@@ -204,6 +204,17 @@ async def chat(agent: ServiceProcess, headers: dict[str, str], text: str = "hell
         return Reply(resp.status, doc, resp.headers.get("WWW-Authenticate", ""))
 
 
+def callee_calls(devmodel: DevModel, *markers: str) -> int:
+    """The model calls this module's requests caused (a message holds one of ``markers``):
+    other suites' services that share the session's model server (a memory service folding
+    in the background) are not counted."""
+    wanted = markers or ("hello callee",)
+    return sum(
+        any(w in str(m.get("content", "")) for m in r.get("messages", []) for w in wanted)
+        for r in devmodel.requests()
+    )
+
+
 def token(value: str, *, depth: int = 1) -> dict[str, str]:
     return {names.AGENT_TOKEN_HEADER: value, "X-KAOS-Delegation-Depth": str(depth)}
 
@@ -212,7 +223,7 @@ async def refused_both(
     callee: ServiceProcess, devmodel: DevModel, headers: dict[str, str], status: int, code: str
 ) -> None:
     """Refused over A2A (JSON-RPC error, the HTTP status) and chat, reaching no model."""
-    before = devmodel.stats()["chat"]
+    before = callee_calls(devmodel)
     over_a2a = await a2a(callee, headers)
     assert over_a2a.status == status, over_a2a.doc
     assert over_a2a.doc["jsonrpc"] == "2.0" and over_a2a.doc["id"] == "r1"
@@ -227,7 +238,7 @@ async def refused_both(
             assert f'error="{code}"' in reply.challenge
         else:
             assert reply.challenge == ""
-    assert devmodel.stats()["chat"] == before, "a refused call reached the model"
+    assert callee_calls(devmodel) == before, "a refused call reached the model"
 
 
 # --------------------------------------------------------------------- granted
@@ -244,7 +255,7 @@ async def test_a_listed_caller_is_served_over_a2a_and_chat(
     over_chat = await chat(callee, {**headers, "X-Agent-Identity": world.identity(CALLER_A)})
     assert over_chat.status == 200, over_chat.doc
     assert over_chat.doc["choices"][0]["message"]["content"] == "Echo: hello callee"
-    assert devmodel.stats()["chat"] == 2
+    assert callee_calls(devmodel) == 2
 
 
 async def test_an_end_users_call_proceeds_unverified(
@@ -253,7 +264,7 @@ async def test_an_end_users_call_proceeds_unverified(
     # No token and no delegation claim: an end user (users' tokens are issue 14).
     assert (await chat(callee, {"X-Principal": "alice"})).status == 200
     assert (await a2a(callee, {}, depth=0)).status == 200
-    assert devmodel.stats()["chat"] == 2
+    assert callee_calls(devmodel) == 2
 
 
 # --------------------------------------------------------------------- refused
@@ -278,10 +289,10 @@ async def test_a_delegation_claim_without_a_token_is_401(
     claim = {"X-Agent-Identity": world.identity(CALLER_A)}
     await refused_both(callee, devmodel, claim, 401, "missing_token")
     # A depth above 0 alone is a claim too (A2A: the metadata; chat: the header).
-    before = devmodel.stats()["chat"]
+    before = callee_calls(devmodel)
     assert (await a2a(callee, {}, depth=1)).status == 401
     assert (await chat(callee, {"X-KAOS-Delegation-Depth": "2"})).status == 401
-    assert devmodel.stats()["chat"] == before
+    assert callee_calls(devmodel) == before
 
 
 async def test_a_memory_audience_token_is_401(
@@ -317,8 +328,8 @@ async def test_a_token_given_twice_is_401(
     real = world.mint(CALLER_A)
     headers = CIMultiDict([(names.AGENT_TOKEN_HEADER, real), (names.AGENT_TOKEN_HEADER, real)])
     headers["X-KAOS-Delegation-Depth"] = "1"
-    before = devmodel.stats()["chat"]
-    body = {"model": "callee", "messages": [{"role": "user", "content": "hello"}]}
+    before = callee_calls(devmodel)
+    body = {"model": "callee", "messages": [{"role": "user", "content": "hello callee"}]}
     async with (
         aiohttp.ClientSession() as http,
         http.post(callee.url + "/v1/chat/completions", json=body, headers=headers) as resp,
@@ -327,7 +338,7 @@ async def test_a_token_given_twice_is_401(
     assert resp.status == 401, doc
     assert doc["error"]["code"] == "invalid_token"
     assert "more than once" in doc["error"]["message"]
-    assert devmodel.stats()["chat"] == before
+    assert callee_calls(devmodel) == before
 
 
 async def test_a_revoked_caller_is_refused_without_a_restart(
@@ -362,4 +373,4 @@ async def test_an_agent_with_its_peer_token_delegates(
     assert answer.status == 200, answer.doc
     assert answer.doc["choices"][0]["message"]["content"] == "B said: Echo: remember code 4711"
     # The callee ran the delegated message: the caller's two model calls and the callee's one.
-    assert devmodel.stats()["chat"] == 3
+    assert callee_calls(devmodel, "please ask b", "remember code 4711") == 3

@@ -3,7 +3,8 @@
 The plan is checked against the operator's own pod specs (the same security variables,
 only pod paths and the in-cluster API server overlaid); then the whole conversation of
 ``hack/run_local.py --secure`` runs as a user would start it, and its transcript must show
-forged and replayed identities refused, the real one served, and every later step
+forged and replayed identities refused, the real one served, end users' tokens from
+a real OIDC provider (Ory Hydra) required and a forged principal refused, and every later step
 (window, tool, delegation between verified agents, digest, facts, isolation, forget)
 passing on verified identities.
 """
@@ -70,7 +71,8 @@ def test_make_run_secure_refuses_forged_identities_and_serves_real_ones() -> Non
     )
     out = run.stdout
     assert run.returncode == 0, out[-4000:] + run.stderr[-2000:]
-    assert "(local memory, secured posture)" in out
+    # make test builds Ory Hydra (make services), so the users part runs here too.
+    assert "(local memory, secured posture, verified users)" in out
     for line in (
         "X-Agent-Identity: coordinator, no token: HTTP 401 missing_token",
         "the coordinator's claims signed with another key: HTTP 401 invalid_token",
@@ -78,6 +80,9 @@ def test_make_run_secure_refuses_forged_identities_and_serves_real_ones() -> Non
         "agent-audience token replayed at the memory service: HTTP 401 invalid_token",
         "the coordinator's own memory token: HTTP 200",
         "no token: HTTP 401 missing_token",
+        "no user token: HTTP 401 missing_user_token",
+        "alice's token with X-Principal: bob: HTTP 400 principal_header_refused",
+        "alice's token edited to say bob (signature kept): HTTP 401 invalid_token",
         "✔ the coordinator delegated over A2A",
         "✔ 'Lisbon' is nowhere in the store's files",
     ):

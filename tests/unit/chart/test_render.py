@@ -94,6 +94,9 @@ def test_operator_settings_come_from_the_configmap_and_env(helm: Helm) -> None:
     assert config == {
         "KAOS_SECURITY_ENABLED": "false",
         "KAOS_USER_ISSUER": "",
+        "KAOS_USER_AUDIENCE": "kaos",
+        "KAOS_USER_PRINCIPAL_CLAIM": "sub",
+        "KAOS_USER_JWKS_URL": "",
         "KAOS_TOKEN_VERIFICATION": "jwks",
         "KAOS_SERVICE_ACCOUNT_ISSUER": "https://kubernetes.default.svc.cluster.local",
         "KAOS_IMAGE_OPERATOR": f"ghcr.io/kaos-tools/kaos-operator:{APP_VERSION}",
@@ -103,6 +106,9 @@ def test_operator_settings_come_from_the_configmap_and_env(helm: Helm) -> None:
         "KAOS_IMAGE_LITELLM": "ghcr.io/berriai/litellm:main-stable",
         "KAOS_IMAGE_OLLAMA": "docker.io/ollama/ollama:latest",
         "KAOS_IMAGE_PULL_POLICY": "IfNotPresent",
+        "KAOS_TELEMETRY_ENDPOINT": "",
+        "KAOS_TELEMETRY_SAMPLING_RATIO": "1",
+        "KAOS_TELEMETRY_CAPTURE_CONTENT": "false",
     }
     env = env_of(container)
     assert env["KAOS_OPERATOR_LEADER_ELECTION"] == "true"
@@ -120,6 +126,8 @@ def test_registry_tags_and_posture_reach_the_configmap(helm: Helm) -> None:
         "images.pullPolicy=Always",
         "posture.securityEnabled=true",
         "posture.userIssuer=https://issuer.example.com",
+        "posture.userAudience=kaos-gateway",
+        "posture.userPrincipalClaim=email",
     )
     config = find_object(objects, "ConfigMap", "kaos-operator")["data"]
 
@@ -130,6 +138,8 @@ def test_registry_tags_and_posture_reach_the_configmap(helm: Helm) -> None:
     assert config["KAOS_IMAGE_PULL_POLICY"] == "Always"
     assert config["KAOS_SECURITY_ENABLED"] == "true"
     assert config["KAOS_USER_ISSUER"] == "https://issuer.example.com"
+    assert config["KAOS_USER_AUDIENCE"] == "kaos-gateway"
+    assert config["KAOS_USER_PRINCIPAL_CLAIM"] == "email"
 
 
 def test_cluster_role_grants_only_what_the_operator_uses(helm: Helm) -> None:
@@ -223,6 +233,52 @@ def test_tokenreview_rbac_only_when_chosen_with_security(helm: Helm) -> None:
                 "name": f"system:serviceaccounts:{ns}",
             }
         ]
+
+
+def test_memory_admin_roles_and_reviews_only_with_security(helm: Helm) -> None:
+    def memory_objects(*sets: str) -> set[str]:
+        return {k for k in kinds(helm.template(*sets)) if "-memory-" in k}
+
+    assert memory_objects() == set()
+    # In either verification mode: admin calls are reviewed by the API server.
+    for mode in ("jwks", "tokenreview"):
+        objects = helm.template(
+            "posture.securityEnabled=true",
+            f"posture.tokenVerification={mode}",
+            "operator.watchNamespace=team-a",
+            "posture.tokenReviewNamespaces={team-b,team-a}",
+        )
+        assert {k for k in kinds(objects) if "-memory-" in k} == {
+            "ClusterRole/kaos-memory-reader",
+            "ClusterRole/kaos-memory-admin",
+            "ClusterRole/kaos-memory-review",
+            "ClusterRoleBinding/kaos-memory-review-team-a",
+            "ClusterRoleBinding/kaos-memory-review-team-b",
+        }, mode
+    data = [{"apiGroups": ["kaos.tools"], "resources": ["memorystores/data"]}]
+    reader = find_object(objects, "ClusterRole", "kaos-memory-reader")
+    assert reader["rules"] == [{**data[0], "verbs": ["get"]}]
+    admin = find_object(objects, "ClusterRole", "kaos-memory-admin")
+    assert admin["rules"] == [{**data[0], "verbs": ["get", "delete"]}]
+    review = find_object(objects, "ClusterRole", "kaos-memory-review")
+    assert review["rules"] == [
+        {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"],
+            "verbs": ["create"],
+        },
+        {
+            "apiGroups": ["authorization.k8s.io"],
+            "resources": ["subjectaccessreviews"],
+            "verbs": ["create"],
+        },
+    ]
+    # The memory pods' ServiceAccount only (each namespace's default), not every agent's.
+    binding = find_object(objects, "ClusterRoleBinding", "kaos-memory-review-team-b")
+    assert binding["roleRef"]["name"] == "kaos-memory-review"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "default", "namespace": "team-b"}
+    ]
 
 
 def test_leader_election_lease_is_restricted_by_name(helm: Helm) -> None:

@@ -24,7 +24,7 @@ GROUPS = {
     "a2a": {"send", "get", "cancel", "list"},
     "samples": {"list", "deploy", "delete"},
     "system": {"install", "uninstall", "status"},
-    "memory": {"recall", "list", "forget"},
+    "memory": {"recall", "list", "forget", "audit"},
 }
 
 
@@ -43,7 +43,7 @@ def test_root_help_lists_every_group() -> None:
     proc = kaos("--help")
     assert proc.returncode == 0, proc.stderr
     assert "-n/--namespace" in proc.stdout and "--context" in proc.stdout
-    assert listed_commands(proc.stdout) == {*GROUPS, "completion"}
+    assert listed_commands(proc.stdout) == {*GROUPS, "completion", "ui"}
 
 
 @pytest.mark.parametrize("group", sorted(GROUPS))

@@ -95,17 +95,27 @@ def test_list_recall_and_forget_round_trip(
     out = capsys.readouterr().out
     assert "digest (version" in out and "window (" in out
 
-    # User-level erasure of bob, then the store no longer lists his fact.
-    forgotten = kaos_json(
-        capsys, "memory", "forget", "--url", url, "--level", "user", "--principal", "bob"
-    )
+    # Cross-user erasure of bob (every agent and session), then the store no longer lists
+    # his fact; the answer's receipt is the audit record, which the audit lists.
+    forgotten = kaos_json(capsys, "memory", "forget", "--url", url, "--principal", "bob")
     assert forgotten["forgotten"]["long_term"] >= 1
+    audit = kaos_json(capsys, "memory", "audit", "--url", url)
+    record = audit["records"][0]
+    assert record["id"] == forgotten["receipt"]
+    assert record["scope"] == {"level": "user", "principal": "bob", "agent": None, "session": None}
+    assert record["actor"] == {"kind": "admin", "name": None, "verified": False}
+    assert record["forgotten"] == forgotten["forgotten"]
+    assert "I like chess" not in json.dumps(audit)
     texts = {f["text"] for f in wait_for_facts(capsys, url, 0)}
     assert "I like chess" not in texts and FACT in texts
 
     assert main(["memory", "forget", "--url", url, "--level", "store"]) == 0
     out = capsys.readouterr().out
     assert "LONG_TERM" not in out and "long_term" in out and "FORGOTTEN" in out
+    assert "receipt: audit record " in out
+    assert main(["memory", "audit", "--url", url, "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "BY" in out and "(unverified)" in out and "store" in out and "more: --cursor" in out
     assert wait_for_facts(capsys, url, 0) == []
 
 
@@ -125,7 +135,15 @@ def test_refusals_are_one_error_line(
     assert main(["memory", "list", "--url", url, "--level", "store", "--agent", "team/a"]) == 1
     assert capsys.readouterr().err.startswith("error: memory service refused (403 ")
 
-    # A level above the store's ceiling (agent by default) is refused too.
-    status = main(["memory", "forget", "--url", url, "--level", "user", "--principal", "bob"])
+    # An agent's level above the store's ceiling (agent by default) is refused too; an
+    # admin call (no agent) is not bound by it.
+    status = main(
+        ["memory", "forget", "--url", url, "--level", "user", "--principal", "bob",
+         "--agent", "team/a"]
+    )  # fmt: skip
     assert status == 1
     assert "above_ceiling" in capsys.readouterr().err
+
+    # forget without --level needs --principal alone.
+    assert main(["memory", "forget", "--url", url, "--session", "s"]) == 2
+    assert "give --level" in capsys.readouterr().err

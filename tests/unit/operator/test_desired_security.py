@@ -284,6 +284,24 @@ def test_secured_store_mounts_its_callers_and_verifies_tokens_in_cluster() -> No
     assert rule["from"][0]["podSelector"]["matchExpressions"][0]["values"] == ["a", "b"]
 
 
+def test_secured_store_knows_itself_for_admin_reviews() -> None:
+    # Admin calls are authorised on memorystores/data of this very store (namespace and
+    # name), through the same API server and credentials as token verification.
+    secured = env_of(
+        by_kind(desired_memorystore_objects(store(), store_ctx(SECURED)))["Deployment"]
+    )
+    assert secured[auth.MEMORY_STORE_NAMESPACE] == "ns"
+    assert secured[auth.MEMORY_STORE_NAME] == "mem"
+    assert secured["KAOS_MEMORY_AUTH_API_SERVER"] == "https://kubernetes.default.svc"
+    tokenreview = env_of(
+        by_kind(desired_memorystore_objects(store(), store_ctx(TOKENREVIEW)))["Deployment"]
+    )
+    assert tokenreview[auth.MEMORY_STORE_NAME] == "mem"
+    # Security off: the trusted-header posture, no admin review, nothing new in the pod.
+    open_env = env_of(by_kind(desired_memorystore_objects(store(), store_ctx(OPEN)))["Deployment"])
+    assert auth.MEMORY_STORE_NAMESPACE not in open_env and auth.MEMORY_STORE_NAME not in open_env
+
+
 def test_store_auth_follows_the_posture() -> None:
     env = env_of(
         by_kind(desired_memorystore_objects(store(), store_ctx(TOKENREVIEW)))["Deployment"]
@@ -297,6 +315,30 @@ def test_agent_auth_follows_the_posture() -> None:
     assert env["AGENT_AUTH_MODE"] == "tokenreview"
     assert env["AGENT_AUTH_ISSUER"] == "https://oidc.example.test/cluster"
     assert env["AGENT_AUTH_API_SERVER"] == "https://kubernetes.default.svc"
+
+
+def test_user_identity_is_projected_into_agents_and_stores() -> None:
+    users = Posture(
+        security_enabled=True,
+        user_issuer="https://idp.example.test/realms/kaos",
+        user_audience="kaos-gateway",
+        user_principal_claim="email",
+        user_jwks_url="https://idp.example.test/keys",
+    )
+    agent_env = env_of(by_kind(desired_agent_objects(agent("a1"), agent_ctx(users)))["Deployment"])
+    store_env = env_of(
+        by_kind(desired_memorystore_objects(store(), store_ctx(users)))["Deployment"]
+    )
+    for env, prefix in ((agent_env, "AGENT_USER_"), (store_env, "KAOS_MEMORY_USER_")):
+        assert env[prefix + "ISSUER"] == "https://idp.example.test/realms/kaos"
+        assert env[prefix + "AUDIENCE"] == "kaos-gateway"
+        assert env[prefix + "PRINCIPAL_CLAIM"] == "email"
+        assert env[prefix + "JWKS_URL"] == "https://idp.example.test/keys"
+    # Every variable the operator sets is one the runtime reads, and it loads.
+    assert set(sec.AGENT_USER_VARIABLES.values()) <= set(agent_env)
+    # Security without a user issuer: no user variable at all.
+    secured = env_of(by_kind(desired_agent_objects(agent("a1"), agent_ctx(SECURED)))["Deployment"])
+    assert not [k for k in secured if k.startswith("AGENT_USER_")]
 
 
 # -- MCPServer and ModelAPI ---------------------------------------------------------------

@@ -52,8 +52,8 @@ from kaos_core.http.jsonrpc import (
 from kaos_core.http.middleware import request_id
 
 from kaos_agent.a2a.tasks import TaskRecord, TaskStore
-from kaos_agent.auth import AgentAuth, challenge
-from kaos_agent.context import RunDeps, run_context
+from kaos_agent.auth import EdgeAuth, challenge
+from kaos_agent.context import RunDeps, Verified, run_context
 from kaos_agent.delegation import KAOS_METADATA_KEY
 from kaos_agent.runner import AgentRuntime
 
@@ -142,6 +142,10 @@ def _metadata_depth(message: pb.Message) -> object:
     return kaos.get("delegationDepth") if isinstance(kaos, dict) else None
 
 
+# Where ``A2AServer.handle`` keeps what the edge proved, for the handler's run context.
+_VERIFIED = "kaos_agent_a2a_verified"
+
+
 def _context(request: web.Request, message: pb.Message | None = None) -> RunDeps:
     """The run context of this request; an unusable header is an invalid-params error."""
     try:
@@ -150,6 +154,7 @@ def _context(request: web.Request, message: pb.Message | None = None) -> RunDeps
             request_id=request_id(request),
             session=(message.context_id or None) if message is not None else None,
             depth=_metadata_depth(message) if message is not None else None,
+            verified=request.get(_VERIFIED),
         )
     except KaosError as exc:
         raise RpcError(INVALID_PARAMS, exc.message) from None
@@ -165,7 +170,7 @@ Handler = Callable[[web.Request, object, bool], Awaitable[object]]
 
 class A2AServer:
     def __init__(
-        self, runtime: AgentRuntime, tasks: TaskStore, *, auth: AgentAuth | None = None
+        self, runtime: AgentRuntime, tasks: TaskStore, *, auth: EdgeAuth | None = None
     ) -> None:
         self.runtime = runtime
         self.tasks = tasks
@@ -213,7 +218,10 @@ class A2AServer:
             return _rpc_error(None, INVALID_REQUEST, "id must be a string, an integer or null")
         if self.auth is not None:
             try:
-                await self.auth.check(request.headers, body_depth=_body_depth(body.get("params")))
+                verified: Verified = await self.auth.check(
+                    request.headers, body_depth=_body_depth(body.get("params"))
+                )
+                request[_VERIFIED] = verified
             except KaosError as exc:
                 if exc.status in (401, 403, 503):
                     return _refusal(req_id, exc)

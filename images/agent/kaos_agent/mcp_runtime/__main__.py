@@ -11,6 +11,7 @@ from types import FrameType
 from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
+from kaos_core.telemetry import setup_telemetry
 
 from kaos_agent.mcp_runtime.loader import ToolSourceError, load_tools
 from kaos_agent.mcp_runtime.serve import serve
@@ -26,6 +27,7 @@ def main() -> None:
     try:
         settings = McpSettings.from_env()
         limits = HttpLimits.from_env()
+        setup_telemetry("kaos-mcp")
     except SettingsError as exc:
         exit_on_settings_error(exc)
     try:

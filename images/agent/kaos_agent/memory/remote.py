@@ -82,6 +82,7 @@ class RemoteMemory:
             principal=deps.principal,
             top_k=self.top_k,
             request_id=deps.request_id,
+            user_token=deps.user_token,
         )
 
     async def recall(self, deps: RunDeps, query: str) -> Recalled:
@@ -125,6 +126,7 @@ class RemoteMemory:
                 principal=deps.principal,
                 failure_mode=self.failure_mode,
                 request_id=deps.request_id,
+                user_token=deps.user_token,
             )
         except MemoryUnavailable as exc:  # raised only in strict mode
             self.metrics.memory_degraded.labels("write").inc()

@@ -73,6 +73,7 @@ def memory_toolset(memory: RemoteMemory, entitled: tuple[Level, ...]) -> Functio
                 top_k=memory.top_k,
                 include=["long_term"],
                 request_id=ctx.deps.request_id,
+                user_token=ctx.deps.user_token,
             )
         except MemoryClientError as exc:
             metrics.memory_degraded.labels("search").inc()

@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 from kaos_core.memory.contract import Fact
 
 from kaos_memory.scope import Attribution, Scope
+from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor, AuditEntry
 
 # ``erase``: who finishes a recorded erasure (keyed ``erasure:<id>``, see ``Tombstone``).
 LeaseKind = Literal["digest", "extract", "erase"]
@@ -75,6 +76,9 @@ class Fold:
     turns: list[TurnRow]
     attempts: int = 0
     retry_at: float | None = None
+    # The W3C traceparent of the write that recorded the fold, for the span link of the
+    # background work on it (None: that write was not traced).
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,8 @@ class Erased:
     turns: int = 0
     digests: int = 0
     tombstone: Tombstone | None = None
+    # The erasure's audit record (``storage.audit``), the forget's receipt.
+    audit_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -272,12 +278,26 @@ class ConversationStore(Protocol):
     async def idle_sessions(self, idle_since: str, limit: int) -> list[IdleSession]: ...
 
     async def erase(
-        self, selector: ErasureSelector | None, scope: Scope, owner: str, ttl: float
+        self,
+        selector: ErasureSelector | None,
+        scope: Scope,
+        owner: str,
+        ttl: float,
+        actor: Actor = UNKNOWN_ACTOR,
     ) -> Erased:
         """Record the erasure of ``scope`` (a tombstone, with ``owner`` holding its
-        ``erase`` lease) and delete the conversational rows of the sessions ``selector``
-        reaches (none for ``None``), in one transaction. Fold leases are kept: they show
-        which work is still in flight on those sessions."""
+        ``erase`` lease, and its audit record naming ``actor``) and delete the
+        conversational rows of the sessions ``selector`` reaches (none for ``None``), in
+        one transaction. Fold leases are kept: they show which work is still in flight on
+        those sessions."""
+        ...
+
+    async def add_erased_facts(self, erasure_id: int, facts: int) -> None:
+        """Add the facts an erasure deleted to its audit record."""
+        ...
+
+    async def audit(self, group: str, limit: int, before: int | None) -> list[AuditEntry]:
+        """Audit records of ``group``, newest first, ids below ``before``."""
         ...
 
     async def live_leases(self, keys: list[str]) -> int:

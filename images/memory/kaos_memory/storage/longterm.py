@@ -59,6 +59,7 @@ from kaos_memory.storage.base import FoldTag, TurnRow
 from kaos_memory.storage.errors import StorageError, StorageUnavailable
 from kaos_memory.storage.history import null_history
 from kaos_memory.storage.purge import purge_chroma_log, purge_mem0_history, vacuum_sqlite
+from kaos_memory.storage.ranking import fuse, pool_size
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,8 @@ LIST_SCAN_LIMIT = 1_000_000
 ERASE_BATCH = 1000
 _EXTRACTED_ROLES = ("user", "assistant")
 _ID_KEYS = ("user_id", "agent_id", "run_id")
+# The keys a scope's filter names (indexed in external mode, see ``pgfacts``).
+TENANT_KEYS = _ID_KEYS
 # Metadata keys naming the fold and the attempt that stored a fact. Strings, because the
 # two vector stores compare filter values with different typing rules.
 FOLD_KEY = "kaos_fold"
@@ -182,7 +185,7 @@ def mem0_config(settings: MemorySettings) -> dict[str, Any]:
             "config": {
                 "model": settings.embedding_model,
                 "api_key": api_key,
-                "openai_base_url": settings.model_base_url,
+                "openai_base_url": settings.embedding_base_url or settings.model_base_url,
                 "embedding_dims": settings.embedding_dims,
             },
         },
@@ -284,15 +287,6 @@ def wrap_longterm_error(exc: BaseException) -> StorageError | None:
     return StorageError("long-term store failed")
 
 
-def _payload_of(item: dict[str, Any]) -> dict[str, Any]:
-    """A Mem0 result item's identity keys and metadata, flattened back into a payload."""
-    payload: dict[str, Any] = dict(item.get("metadata") or {})
-    for key in _ID_KEYS:
-        if key in item:
-            payload[key] = item[key]
-    return payload
-
-
 def _fact(item: dict[str, Any]) -> Fact:
     def decoded(key: str) -> str | None:
         value = item.get(key)
@@ -367,6 +361,20 @@ class Mem0LongTermStore:
                 from psycopg_pool import ConnectionPool
 
                 pool._check = ConnectionPool.check_connection
+            if pool is not None:
+                import psycopg
+
+                from kaos_memory.storage import pgfacts
+
+                # Mem0 creates its table on first use; the indexes need it now.
+                memory.vector_store._ensure_collection()
+                try:
+                    pgfacts.ensure_indexes(pool, self.settings.collection)
+                except psycopg.Error:
+                    # Two replicas creating the same index at once: one loses the race.
+                    # Searches stay correct without them, only slower; the next start
+                    # creates them.
+                    log.warning("creating the tenant indexes failed", exc_info=True)
         # Bounded model calls: Mem0 builds its OpenAI clients with the library defaults
         # (10 min timeout, 2 retries); the service's executor owns retries instead.
         memory.llm.client = memory.llm.client.with_options(
@@ -469,14 +477,47 @@ class Mem0LongTermStore:
         return await self._run(self._search_sync, scope, query, top_k)
 
     def _search_sync(self, scope: Scope, query: str, top_k: int) -> list[Fact]:
-        result = self.memory.search(
-            query,
-            top_k=top_k,
-            filters=mem0_filter(scope),
-            threshold=self.settings.recall_threshold,
-        )
-        items = [i for i in result.get("results", []) if in_scope(scope, _payload_of(i))]
-        return [_fact(i) for i in items]
+        # Mem0's own ``Memory.search`` adds nothing for KAOS's stores (no keyword search on
+        # Chroma, no entity store) but cost: the store's tenant-filtered vector search
+        # gives the pool, and ``ranking`` re-ranks it with a lexical signal.
+        memory = self.memory
+        vector = memory.embedding_model.embed(query, "search")
+        filters, size = mem0_filter(scope), pool_size(top_k)
+        hits: list[tuple[str, float, dict[str, Any] | None]]
+        if self.backend == "pgvector":
+            from kaos_memory.storage import pgfacts
+
+            store = memory.vector_store
+            hits = list(
+                pgfacts.search(store.connection_pool, store.collection_name, vector, filters, size)
+            )
+        else:
+            # The collection is the group, so Chroma is not asked to match the group key:
+            # every row has it, and Chroma materialises each condition's rows, a cost
+            # that grows with the whole collection (measured 4 ms at 4k facts). The
+            # re-check below still compares it.
+            tenant = {k: v for k, v in filters.items() if k != GROUP_KEY}
+            found = memory.vector_store.search(
+                query=query, vectors=vector, top_k=size, filters=tenant or None
+            )
+            hits = [(str(h.id), h.score or 0.0, h.payload) for h in found]
+        threshold = self.settings.recall_threshold
+        pool = [
+            (fact_id, score, payload)
+            for fact_id, score, payload in hits
+            if payload is not None
+            and payload.get("data")
+            and score >= threshold
+            and in_scope(scope, payload)
+        ]
+        ranked = fuse(query, [str(p["data"]) for _, _, p in pool], [s for _, s, _ in pool])
+        facts = []
+        for i, fused in ranked[:top_k]:
+            fact_id, _, payload = pool[i]
+            facts.append(
+                _fact({**payload, "id": fact_id, "memory": payload["data"], "score": fused})
+            )
+        return facts
 
     async def list_facts(
         self, scope: Scope, limit: int, cursor: str | None
@@ -487,6 +528,9 @@ class Mem0LongTermStore:
     def _list_sync(
         self, scope: Scope, limit: int, after: tuple[str, str] | None
     ) -> tuple[list[Fact], str | None]:
+        if self.backend == "pgvector":
+            return self._page_sync(scope, limit, after)
+        # Chroma has neither order nor cursor in its queries: the scope's rows, sorted here.
         rows = self._rows(scope, LIST_SCAN_LIMIT)
         items = sorted(
             (
@@ -501,6 +545,29 @@ class Mem0LongTermStore:
         page = items[:limit]
         next_cursor = None
         if len(items) > limit and page:
+            last = page[-1]
+            next_cursor = encode_cursor(str(last.get("created_at") or ""), str(last["id"]))
+        return [_fact(i) for i in page], next_cursor
+
+    def _page_sync(
+        self, scope: Scope, limit: int, after: tuple[str, str] | None
+    ) -> tuple[list[Fact], str | None]:
+        """One page in the database's order (see ``pgfacts``); one row more than the page
+        says whether another follows."""
+        from kaos_memory.storage import pgfacts
+
+        store = self.memory.vector_store
+        rows = pgfacts.page(
+            store.connection_pool, store.collection_name, mem0_filter(scope), limit + 1, after
+        )
+        items = [
+            {"id": fact_id, "memory": payload.get("data", ""), **payload}
+            for fact_id, payload in rows
+            if payload and in_scope(scope, payload)
+        ]
+        page = items[:limit]
+        next_cursor = None
+        if len(rows) > limit and page:
             last = page[-1]
             next_cursor = encode_cursor(str(last.get("created_at") or ""), str(last["id"]))
         return [_fact(i) for i in page], next_cursor

@@ -7,11 +7,12 @@ than its store's ceiling, and a ``user`` scope needs a secured user-identity pos
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kaos_core import agent_env as names
 from kaos_core.crds import reasons
 from kaos_core.crds.agent import Agent, AgentMemory, ReadScope
+from kaos_core.crds.common import Telemetry
 from kaos_core.endpoints import format_endpoints
 from kaos_core.memory.contract import scope_rank
 from kaos_core.memory.identity import agent_identity
@@ -30,6 +31,7 @@ from kaos_operator.desired.common import (
     service,
     service_url,
 )
+from kaos_operator.desired.telemetry import telemetry_env
 from kaos_operator.settings import Images, Posture
 
 
@@ -51,6 +53,8 @@ class AgentContext:
     public_url: str | None = None
     # With security on: the Agents allowed to call this one (``security.callers_of_agent``).
     callers: tuple[str, ...] = ()
+    # The chart's tracing default; the resource's spec.telemetry overrides it field by field.
+    telemetry: Telemetry = field(default_factory=Telemetry)
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,7 @@ def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
     if cfg.autonomous is not None:
         env[names.AUTONOMOUS_GOAL] = cfg.autonomous.goal
         env[names.AUTONOMOUS_INTERVAL_SECONDS] = str(cfg.autonomous.interval_seconds)
+    env.update(telemetry_env(agent, spec.telemetry, ctx.telemetry))
     return env
 
 

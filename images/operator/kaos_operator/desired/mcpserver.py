@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kaos_core import agent_env as names
+from kaos_core.crds.common import Telemetry
 from kaos_core.crds.mcpserver import MCPServer
 
 from kaos_operator.desired import security
@@ -19,6 +20,7 @@ from kaos_operator.desired.common import (
     service,
     service_url,
 )
+from kaos_operator.desired.telemetry import telemetry_env
 from kaos_operator.settings import Images, Posture
 
 
@@ -28,6 +30,8 @@ class McpContext:
     posture: Posture = field(default_factory=Posture)
     # With security on: the Agents that list the server (``security.agents_using_mcp``).
     clients: tuple[str, ...] = ()
+    # The chart's tracing default; the resource's spec.telemetry overrides it field by field.
+    telemetry: Telemetry = field(default_factory=Telemetry)
 
 
 def mcp_endpoint(namespace: str, name: str) -> str:
@@ -48,8 +52,10 @@ def mcp_env(
     host: str = "0.0.0.0",
     port: int = MCP_PORT,
     extra_allowed_hosts: tuple[str, ...] = (),
+    telemetry: Telemetry | None = None,
 ) -> dict[str, str]:
-    """The MCP runtime's environment (names from ``kaos_core.agent_env``)."""
+    """The MCP runtime's environment (names from ``kaos_core.agent_env``); ``telemetry``
+    is the operator's tracing default (none: the server's own block only)."""
     spec = server.spec
     hosts = [*allowed_hosts(server.namespace, server.name), *extra_allowed_hosts]
     return {
@@ -58,6 +64,7 @@ def mcp_env(
         names.MCP_RUNTIME: spec.runtime,
         names.MCP_TOOLS_STRING: spec.params or "",
         names.MCP_ALLOWED_HOSTS: ",".join(hosts),
+        **telemetry_env(server, spec.telemetry, telemetry or Telemetry()),
     }
 
 
@@ -69,7 +76,7 @@ def desired_mcpserver_objects(server: MCPServer, ctx: McpContext) -> list[Obj]:
         ctx.images.pull_policy,
         port=MCP_PORT,
         command=["kaos-mcp"],
-        env=env_list(mcp_env(server)),
+        env=env_list(mcp_env(server, telemetry=ctx.telemetry)),
         resources=spec.resources,
         # A TCP check: the MCP transport answers plain GETs with 4xx by design.
         readiness={"tcpSocket": {"port": "http"}, "periodSeconds": 10},

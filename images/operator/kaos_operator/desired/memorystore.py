@@ -8,8 +8,9 @@ PodDisruptionBudget, with the DSN read from the referenced Secret.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from kaos_core.crds.common import Telemetry
 from kaos_core.crds.memorystore import MemoryStore
 
 from kaos_operator.desired import security
@@ -28,6 +29,7 @@ from kaos_operator.desired.common import (
     service,
     service_url,
 )
+from kaos_operator.desired.telemetry import telemetry_env
 from kaos_operator.settings import Images, Posture
 
 DATA_DIR = "/data/memory"
@@ -48,6 +50,8 @@ class MemoryStoreContext:
     data_dir: str = DATA_DIR
     # With security on: the Agents bound to the store (``security.agents_bound_to``).
     callers: tuple[str, ...] = ()
+    # The chart's tracing default; the resource's spec.telemetry overrides it field by field.
+    telemetry: Telemetry = field(default_factory=Telemetry)
 
 
 def memory_store_endpoint(namespace: str, name: str) -> str:
@@ -96,6 +100,7 @@ def memory_store_env(store: MemoryStore, ctx: MemoryStoreContext) -> dict[str, s
             "KAOS_MEMORY_REQUIRE_AGENT_IDENTITY": bool_env(ctx.posture.require_agent_identity),
         }
     )
+    env.update(telemetry_env(store, spec.telemetry, ctx.telemetry))
     return env
 
 
@@ -148,6 +153,7 @@ def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
     if secured:
         # Pod paths and the in-cluster API server, so here and not in memory_store_env.
         values.update(security.memory_security_env(ctx.posture))
+        values.update(security.memory_admin_env(store))
     env = env_list(values)
     if not local and spec.storage.connection_secret is not None:
         ref = spec.storage.connection_secret

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from kaos_core.crds.common import Telemetry
 from kaos_core.crds.modelapi import ModelAPI
 
 from kaos_operator.desired import security
@@ -22,6 +23,7 @@ from kaos_operator.desired.common import (
     service,
     service_url,
 )
+from kaos_operator.desired.telemetry import litellm_telemetry_env, telemetry_env
 from kaos_operator.settings import Images, Posture
 
 LITELLM_CONFIG_DIR = "/etc/litellm"
@@ -44,6 +46,8 @@ class ModelAPIContext:
     # ``security.stores_using_model_api``).
     agent_clients: tuple[str, ...] = ()
     store_clients: tuple[str, ...] = ()
+    # The chart's tracing default; the resource's spec.telemetry overrides it field by field.
+    telemetry: Telemetry = field(default_factory=Telemetry)
 
 
 def model_api_port(api: ModelAPI) -> int:
@@ -59,7 +63,7 @@ def config_map_name(api: ModelAPI) -> str:
     return f"{api.name}-litellm"
 
 
-def litellm_config(api: ModelAPI) -> dict[str, Any]:
+def litellm_config(api: ModelAPI, *, traced: bool = False) -> dict[str, Any]:
     proxy = api.spec.proxy_config
     if proxy is None:
         raise ValueError(f"ModelAPI {api.name}: mode Proxy without proxyConfig")
@@ -71,12 +75,17 @@ def litellm_config(api: ModelAPI) -> dict[str, Any]:
         if proxy.api_key_secret_ref is not None:
             params["api_key"] = f"os.environ/{API_KEY_ENV}"
         entries.append({"model_name": model, "litellm_params": params})
-    return {"model_list": entries}
+    config: dict[str, Any] = {"model_list": entries}
+    if traced:
+        # LiteLLM's OpenTelemetry callback: a span per proxied call, in the caller's trace.
+        config["litellm_settings"] = {"callbacks": ["otel"]}
+    return config
 
 
 def _proxy_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
     spec = api.spec
-    text = yaml.safe_dump(litellm_config(api), sort_keys=True)
+    otel_env = telemetry_env(api, spec.telemetry, ctx.telemetry)
+    text = yaml.safe_dump(litellm_config(api, traced=bool(otel_env)), sort_keys=True)
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -89,6 +98,7 @@ def _proxy_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
         env.append(
             {"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
         )
+    env += env_list({**otel_env, **litellm_telemetry_env(otel_env)})
     main = container(
         "litellm",
         spec.image or ctx.images.litellm,
@@ -127,6 +137,7 @@ def _hosted_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
         ctx.images.pull_policy,
         port=OLLAMA_PORT,
         command=["/bin/sh", "-c", OLLAMA_SCRIPT],
+        # Ollama exports no spans; a hosted ModelAPI's calls are traced by their callers.
         env=env_list({"OLLAMA_HOST": f"0.0.0.0:{OLLAMA_PORT}", "OLLAMA_MODEL": model}),
         resources=spec.resources,
         # Ready only once the model is pulled, not merely when the server answers.

@@ -234,7 +234,44 @@ def agent_security_env(posture: Posture) -> dict[str, str]:
         auth.AGENT_AUTH_API_SERVER: auth.IN_CLUSTER_API_SERVER,
         auth.AGENT_AUTH_CA_FILE: auth.API_CA_PATH,
         auth.AGENT_AUTH_TOKEN_FILE: auth.API_TOKEN_PATH,
+    } | user_identity_env(posture, AGENT_USER_VARIABLES)
+
+
+def user_identity_env(posture: Posture, variables: Mapping[str, str]) -> dict[str, str]:
+    """The user issuer settings of verified user identity (empty without one), under the
+    names in ``variables`` (issuer, audience, claim, jwks): the agent's or the memory's."""
+    if not posture.user_identity or posture.user_issuer is None:
+        return {}
+    env = {
+        variables["issuer"]: posture.user_issuer,
+        variables["audience"]: posture.user_audience,
+        variables["claim"]: posture.user_principal_claim,
     }
+    if posture.user_jwks_url:
+        env[variables["jwks"]] = posture.user_jwks_url
+    return env
+
+
+AGENT_USER_VARIABLES = {
+    "issuer": auth.AGENT_USER_ISSUER,
+    "audience": auth.AGENT_USER_AUDIENCE,
+    "claim": auth.AGENT_USER_PRINCIPAL_CLAIM,
+    "jwks": auth.AGENT_USER_JWKS_URL,
+}
+MEMORY_USER_VARIABLES = {
+    "issuer": auth.MEMORY_USER_ISSUER,
+    "audience": auth.MEMORY_USER_AUDIENCE,
+    "claim": auth.MEMORY_USER_PRINCIPAL_CLAIM,
+    "jwks": auth.MEMORY_USER_JWKS_URL,
+}
+
+
+def memory_admin_env(store: MemoryStore) -> dict[str, str]:
+    """The store admin calls are authorised on: a SubjectAccessReview of ``get``/``delete``
+    on ``memorystores/data`` of this namespace and name (through the same API server and
+    credentials as ``memory_security_env``; the pod's ServiceAccount needs ``create`` on
+    tokenreviews and subjectaccessreviews: the chart's ``<release>-memory-review``)."""
+    return {auth.MEMORY_STORE_NAMESPACE: store.namespace, auth.MEMORY_STORE_NAME: store.name}
 
 
 def memory_security_env(posture: Posture) -> dict[str, str]:
@@ -247,4 +284,4 @@ def memory_security_env(posture: Posture) -> dict[str, str]:
         auth.MEMORY_AUTH_API_SERVER: auth.IN_CLUSTER_API_SERVER,
         auth.MEMORY_AUTH_CA_FILE: auth.IN_CLUSTER_CA_FILE,
         auth.MEMORY_AUTH_TOKEN_FILE: auth.IN_CLUSTER_TOKEN_FILE,
-    }
+    } | user_identity_env(posture, MEMORY_USER_VARIABLES)

@@ -153,6 +153,7 @@ class AgentReconciler(Reconciler[Agent]):
             memory_endpoint=found.store_endpoint,
             store_ceiling=found.store_ceiling,
             callers=self.callers(agent),
+            telemetry=settings.telemetry,
         )
         if not await self.converge(agent, desired_agent_objects(agent, ctx), status):
             return

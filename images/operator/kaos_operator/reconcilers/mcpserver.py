@@ -20,6 +20,11 @@ class MCPServerReconciler(Reconciler[MCPServer]):
         if settings.posture.security_enabled:
             agents = self.valid_resources(Agent, res.namespace)
             clients = tuple(security.agents_using_mcp(res.name, agents))
-        ctx = McpContext(images=settings.images, posture=settings.posture, clients=clients)
+        ctx = McpContext(
+            images=settings.images,
+            posture=settings.posture,
+            clients=clients,
+            telemetry=settings.telemetry,
+        )
         if await self.converge(res, desired_mcpserver_objects(res, ctx), status):
             self.workload_status(status, deployment_state(self.owned_deployment(res)))

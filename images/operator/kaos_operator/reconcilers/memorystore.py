@@ -42,6 +42,7 @@ class MemoryStoreReconciler(Reconciler[MemoryStore]):
             callers=tuple(security.agents_bound_to(res.name, self.valid_resources(Agent, ns)))
             if settings.posture.security_enabled
             else (),
+            telemetry=settings.telemetry,
         )
         if await self.converge(res, desired_memorystore_objects(res, ctx), status):
             dep = deployment_state(self.owned_deployment(res))

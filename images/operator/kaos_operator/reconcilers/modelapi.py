@@ -20,7 +20,9 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
         status.fields["endpoint"] = model_api_endpoint(res)
         status.fields["models"] = res.spec.served_models()
         settings, ns = self.ctx.settings, res.namespace
-        ctx = ModelAPIContext(images=settings.images, posture=settings.posture)
+        ctx = ModelAPIContext(
+            images=settings.images, posture=settings.posture, telemetry=settings.telemetry
+        )
         if settings.posture.security_enabled:
             agents = self.valid_resources(Agent, ns)
             stores = self.valid_resources(MemoryStore, ns)

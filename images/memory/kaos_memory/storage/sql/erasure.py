@@ -2,16 +2,19 @@
 
 The sessions are found through the attribution index. One transaction records the
 tombstone (the scope, its time, the sessions it reached, and the ``erase`` lease of the
-replica finishing it) and deletes each session's turns, digests, fold rows (so late fold
-work finds them gone), attribution and session rows. Fold leases stay: they are how the
-erasure sees work still in flight on those sessions, on any replica. While the tombstone
-is pending, ``PENDING`` keeps fold work off its sessions (see ``folds``).
+replica finishing it) with its audit record, and deletes each session's turns, digests,
+fold rows (so late fold work finds them gone), attribution and session rows. Fold leases
+stay: they are how the erasure sees work still in flight on those sessions, on any
+replica. While the tombstone is pending, ``PENDING`` keeps fold work off its sessions
+(see ``folds``).
 """
 
 from __future__ import annotations
 
 from kaos_memory.scope import Scope
+from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor
 from kaos_memory.storage.base import Erased, ErasureSelector, Tombstone
+from kaos_memory.storage.sql import audit
 from kaos_memory.storage.sql.dialect import Tx
 from kaos_memory.storage.sql.leases import acquire, holds, release
 
@@ -40,7 +43,14 @@ def _keys(tx: Tx, selector: ErasureSelector) -> list[str]:
     return [r[0] for r in rows]
 
 
-def erase(tx: Tx, selector: ErasureSelector | None, scope: Scope, owner: str, ttl: float) -> Erased:
+def erase(
+    tx: Tx,
+    selector: ErasureSelector | None,
+    scope: Scope,
+    owner: str,
+    ttl: float,
+    actor: Actor = UNKNOWN_ACTOR,
+) -> Erased:
     row = tx.one(
         "INSERT INTO kaos_mem_erasures (grp, level, session, principal, agent, erased_at)"
         " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
@@ -79,7 +89,9 @@ def erase(tx: Tx, selector: ErasureSelector | None, scope: Scope, owner: str, tt
         sessions=tuple(sessions),
     )
     acquire(tx, tombstone.lease_key, "erase", owner, ttl)
-    return Erased(turns=turns, digests=digests, tombstone=tombstone)
+    # The audit record commits with the tombstone: no erasure without its record.
+    audit_id = audit.record(tx, erasure_id, scope, actor, turns, digests)
+    return Erased(turns=turns, digests=digests, tombstone=tombstone, audit_id=audit_id)
 
 
 def live_leases(tx: Tx, keys: list[str]) -> int:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from kaos_core.telemetry import current_traceparent
+
 from kaos_memory.storage.base import Fold, FoldPolicy, PendingSession, TurnRow
 from kaos_memory.storage.sql.dialect import Tx
 from kaos_memory.storage.sql.erasure import PENDING
@@ -70,11 +72,23 @@ def _unfolded_sizes(tx: Tx, key: str) -> list[tuple[int, int]]:
 def _insert_fold(tx: Tx, key: str, session: str, sizes: list[tuple[int, int]]) -> int:
     """Record one fold of exactly the turns ``sizes`` names (the caller holds the key)."""
     first_seq, last_seq = sizes[0][0], sizes[-1][0]
+    # The active span (the write's, carried into this thread by the store) goes with the
+    # outbox entry, so the work on it links back to the write on any replica.
     row = tx.one(
         "INSERT INTO kaos_mem_folds (key, session, first_seq, last_seq, turns, tokens,"
-        " digest_status, extraction_status, extraction_attempts, failures, created_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, 'pending', 'pending', 0, 0, %s) RETURNING id",
-        (key, session, first_seq, last_seq, len(sizes), sum(t for _, t in sizes), tx.now_iso),
+        " digest_status, extraction_status, extraction_attempts, failures, created_at,"
+        " trace_context)"
+        " VALUES (%s, %s, %s, %s, %s, %s, 'pending', 'pending', 0, 0, %s, %s) RETURNING id",
+        (
+            key,
+            session,
+            first_seq,
+            last_seq,
+            len(sizes),
+            sum(t for _, t in sizes),
+            tx.now_iso,
+            current_traceparent(),
+        ),
     )
     fold_id = int(row[0])
     # By the seqs read under the lock, not a range: a turn whose transaction committed
@@ -94,7 +108,14 @@ def _insert_fold(tx: Tx, key: str, session: str, sizes: list[tuple[int, int]]) -
 
 
 def _fold(tx: Tx, key: str, session: str, fold_id: int) -> Fold:
-    return Fold(id=fold_id, key=key, session=session, turns=_fold_turns(tx, fold_id))
+    row = tx.one("SELECT trace_context FROM kaos_mem_folds WHERE id = %s", (fold_id,))
+    return Fold(
+        id=fold_id,
+        key=key,
+        session=session,
+        turns=_fold_turns(tx, fold_id),
+        trace_context=None if row is None else row[0],
+    )
 
 
 def _fold_turns(tx: Tx, fold_id: int) -> list[TurnRow]:
@@ -107,11 +128,11 @@ def _fold_turns(tx: Tx, fold_id: int) -> list[TurnRow]:
 
 def _folds(tx: Tx, key: str, where: str, limit: int) -> list[Fold]:
     rows = tx.all(
-        f"SELECT id, session, extraction_attempts, retry_at FROM kaos_mem_folds"
+        f"SELECT id, session, extraction_attempts, retry_at, trace_context FROM kaos_mem_folds"
         f" WHERE key = %s AND {where} AND NOT {PENDING.format(key='%s')} ORDER BY id LIMIT %s",
         (key, key, limit),
     )
-    heads = [(int(i), s, int(a), r) for i, s, a, r in rows]
+    heads = [(int(i), s, int(a), r, tc) for i, s, a, r, tc in rows]
     return [
         Fold(
             id=i,
@@ -120,8 +141,9 @@ def _folds(tx: Tx, key: str, where: str, limit: int) -> list[Fold]:
             turns=_fold_turns(tx, i),
             attempts=a,
             retry_at=None if r is None else float(r),
+            trace_context=tc,
         )
-        for i, s, a, r in heads
+        for i, s, a, r, tc in heads
     ]
 
 

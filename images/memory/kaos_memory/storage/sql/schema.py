@@ -6,12 +6,15 @@ Tables (every name prefixed ``kaos_mem_`` so they sit beside Mem0's pgvector tab
   attribution and ``folded_by`` (the fold that evicted it; NULL while in the window).
 - ``digests``: append-only digest versions per key; older versions pruned past retention.
 - ``folds``: one row per evicted batch (first/last seq, digest version, digest and
-  extraction status), so each evicted turn is covered by exactly one fold: the outbox.
+  extraction status, the recording write's trace context), so each evicted turn is
+  covered by exactly one fold: the outbox.
 - ``attribution``: the erasure/attribution index, one row per (key, principal, agent).
 - ``sessions``: one row per session with its last write, for the idle-session flush.
 - ``leases``: who works on a session's digests or extractions, until when.
 - ``erasures``: the tombstones, one per erasure (scope, time, when it became final), and
   ``erased_keys``: the sessions a pending erasure reached (no fold work runs on them).
+- ``audit``: one record per erasure (who, when, the scope, rows erased per tier; never
+  content), written with its tombstone (``storage.audit``).
 - ``schema``: one row, the version the tables are at.
 
 ``MIGRATIONS`` is ordered; migration ``n`` takes the tables from version ``n - 1`` to
@@ -150,6 +153,40 @@ MIGRATIONS: tuple[Migration, ...] = (
                 PRIMARY KEY (erasure_id, key)
             )""",
             "CREATE INDEX IF NOT EXISTS kaos_mem_erased_keys_key ON kaos_mem_erased_keys (key)",
+        ),
+    ),
+    Migration(
+        3,
+        (
+            # The W3C traceparent of the write that recorded the fold: the digest and
+            # extraction spans of whichever replica works it link back to that write.
+            "ALTER TABLE kaos_mem_folds ADD COLUMN trace_context TEXT",
+        ),
+    ),
+    Migration(
+        4,
+        (
+            # The erasure audit (``storage.audit``): one row per erasure, written with its
+            # tombstone; who (``actor``, and whether it was verified), when, the scope and
+            # the rows erased per tier. Never any content.
+            """CREATE TABLE IF NOT EXISTS kaos_mem_audit (
+                id {identity},
+                erasure_id {bigint} NOT NULL,
+                grp TEXT NOT NULL,
+                at {double} NOT NULL,
+                actor_kind TEXT NOT NULL,
+                actor TEXT,
+                verified {boolean} NOT NULL,
+                level TEXT NOT NULL,
+                principal TEXT,
+                agent TEXT,
+                session TEXT,
+                short_term INTEGER NOT NULL,
+                medium_term INTEGER NOT NULL,
+                long_term INTEGER NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS kaos_mem_audit_erasure ON kaos_mem_audit (erasure_id)",
+            "CREATE INDEX IF NOT EXISTS kaos_mem_audit_grp ON kaos_mem_audit (grp, id)",
         ),
     ),
 )

@@ -9,6 +9,7 @@ on the database. The clock is read once per call, when its transaction begins.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +17,7 @@ from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 from kaos_memory.clock import Clock, wall_clock
 from kaos_memory.scope import Attribution, Scope
+from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor, AuditEntry
 from kaos_memory.storage.base import (
     Appended,
     Digest,
@@ -30,7 +32,7 @@ from kaos_memory.storage.base import (
     Tombstone,
     TurnRow,
 )
-from kaos_memory.storage.sql import erasure, folds, leases, schema, window
+from kaos_memory.storage.sql import audit, erasure, folds, leases, schema, window
 from kaos_memory.storage.sql.dialect import Dialect, Tx
 from kaos_memory.storage.sql.errors import wrap
 from kaos_memory.storage.sql.folds import ExtractionOutcome
@@ -59,7 +61,9 @@ class SqlConversationStore:
         if self._pool is None:
             raise RuntimeError("conversation store is not started")
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+            # In the caller's context, so the active span is the one a fold row records.
+            ctx = contextvars.copy_context()
+            return await asyncio.get_running_loop().run_in_executor(self._pool, ctx.run, fn)
         except Exception as exc:
             # The one edge where driver errors become the storage family (``wrap``).
             wrapped = wrap(exc)
@@ -168,9 +172,20 @@ class SqlConversationStore:
     # --- erasure --------------------------------------------------------------------------
 
     async def erase(
-        self, selector: ErasureSelector | None, scope: Scope, owner: str, ttl: float
+        self,
+        selector: ErasureSelector | None,
+        scope: Scope,
+        owner: str,
+        ttl: float,
+        actor: Actor = UNKNOWN_ACTOR,
     ) -> Erased:
-        return await self._run(erasure.erase, selector, scope, owner, ttl)
+        return await self._run(erasure.erase, selector, scope, owner, ttl, actor)
+
+    async def add_erased_facts(self, erasure_id: int, facts: int) -> None:
+        await self._run(audit.add_long_term, erasure_id, facts)
+
+    async def audit(self, group: str, limit: int, before: int | None) -> list[AuditEntry]:
+        return await self._run(audit.entries, group, limit, before)
 
     async def live_leases(self, keys: list[str]) -> int:
         return await self._run(erasure.live_leases, keys)

@@ -1,0 +1,159 @@
+"""Verification of end users' OIDC tokens: who the principal is, proven (issue 14).
+
+With a user issuer configured, an agent takes the principal of a run from the user's
+token (``Authorization: Bearer`` from a client, ``names.USER_TOKEN_HEADER`` when another
+agent forwards it) and the memory service derives it again from the token the agent
+forwards, so neither trusts a principal it was told. ``UserVerifier`` checks:
+
+- the signature, against the issuer's published keys (OIDC discovery, or a configured
+  JWKS URL), with the key handling of service-account tokens (``JwksVerifier``: keys
+  cached, an unknown key id refetches at most every ``USER_KEY_REFETCH_INTERVAL``
+  seconds, so a key rotated at the provider is followed within that, without a restart,
+  while a flood of made-up key ids costs one fetch per interval; asymmetric algorithms
+  only, so neither
+  ``alg: none`` nor an HMAC keyed with the public key verifies; a verified signature is
+  remembered by the token's hash);
+- ``iss`` (exactly the issuer), ``aud`` (contains the configured audience), ``exp``,
+  ``nbf`` and ``iat`` with a leeway;
+- the principal claim (``sub`` by default): a non-empty string that is a valid principal
+  (``validate_subject``: printable, bounded, never the wildcard);
+- that it is not a Kubernetes service-account token (a ``kubernetes.io`` claim or a
+  ``system:serviceaccount:`` subject): an agent's identity is never a user's.
+
+Anything wrong is ``Unauthenticated`` (401); an unreachable issuer
+``VerifierUnavailable`` (503). Tokens are credentials: never logged, never echoed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaos_core.auth.config import UserAuthSettings
+from kaos_core.auth.verify import (
+    Clock,
+    HttpsSource,
+    JwksVerifier,
+    Unauthenticated,
+    check_registered,
+    discovery_source,
+)
+from kaos_core.errors import BadRequest, KaosError
+from kaos_core.memory.identity import validate_subject
+
+_SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+# Identity providers rotate signing keys on their own schedule (a service-account issuer's
+# keys change with the control plane): a new key is picked up within this many seconds.
+USER_KEY_REFETCH_INTERVAL = 10.0
+
+
+@dataclass(frozen=True)
+class VerifiedUser:
+    """The end user a valid token proves."""
+
+    principal: str
+    issuer: str
+    expires_at: float
+    # The token itself, to forward to the services the run calls; never in a repr or a log.
+    token: str = field(repr=False)
+
+
+def check_user_claims(
+    claims: Mapping[str, Any],
+    *,
+    issuer: str,
+    audience: str,
+    principal_claim: str,
+    now: float,
+    leeway: float,
+) -> tuple[str, float]:
+    """The principal and expiry of a user token whose signature was verified."""
+    expires = check_registered(claims, issuer=issuer, audience=audience, now=now, leeway=leeway)
+    subject = claims.get("sub")
+    if "kubernetes.io" in claims or (
+        isinstance(subject, str) and subject.startswith(_SERVICE_ACCOUNT_PREFIX)
+    ):
+        raise Unauthenticated("a service-account token is not a user's token")
+    value = claims.get(principal_claim)
+    if not isinstance(value, str):
+        raise Unauthenticated(f"token has no string '{principal_claim}' claim")
+    try:
+        principal = validate_subject("principal", value)
+    except KaosError:
+        raise Unauthenticated(
+            f"token claim '{principal_claim}' is not a usable principal"
+        ) from None
+    return principal, expires
+
+
+class UserVerifier:
+    """An issuer's user tokens, verified for one audience."""
+
+    def __init__(
+        self,
+        settings: UserAuthSettings,
+        *,
+        keys: JwksVerifier,
+        clock: Clock = time.time,
+    ) -> None:
+        self.settings = settings
+        self._keys = keys
+        self._clock = clock
+
+    @classmethod
+    def from_settings(cls, settings: UserAuthSettings, *, clock: Clock = time.time) -> UserVerifier:
+        http = HttpsSource(ca_file=settings.ca_file, token_file=None)
+        keys = JwksVerifier(
+            settings.issuer,
+            source=discovery_source(http, settings.issuer, settings.jwks_url),
+            leeway=settings.leeway,
+            clock=clock,
+            refetch_interval=USER_KEY_REFETCH_INTERVAL,
+            on_close=http.close,
+        )
+        return cls(settings, keys=keys, clock=clock)
+
+    async def verify(self, token: str) -> VerifiedUser:
+        """The user ``token`` proves; ``Unauthenticated`` (401) or ``VerifierUnavailable``."""
+        token = token.strip()
+        claims = await self._keys.verified_claims(token)
+        s = self.settings
+        principal, expires = check_user_claims(
+            claims,
+            issuer=s.issuer,
+            audience=s.audience,
+            principal_claim=s.principal_claim,
+            now=self._clock(),
+            leeway=s.leeway,
+        )
+        return VerifiedUser(principal=principal, issuer=s.issuer, expires_at=expires, token=token)
+
+    async def close(self) -> None:
+        await self._keys.close()
+
+
+def bearer_token(value: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` value; ``None`` when absent.
+
+    A value with another scheme (``Basic``, a bare token) is refused: a client that sends
+    credentials must send them the way RFC 6750 says."""
+    if value is None:
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise BadRequest(
+            "Authorization must be 'Bearer <token>' (RFC 6750)", code="invalid_request"
+        )
+    return token.strip()
+
+
+def bearer_challenge(realm: str, code: str | None = None, description: str | None = None) -> str:
+    """RFC 6750 ``WWW-Authenticate``: no error attribute when no credentials were sent."""
+    value = f'Bearer realm="{realm}"'
+    if code is not None:
+        value += f', error="{code}"'
+    if description is not None:
+        value += f', error_description="{description.replace(chr(34), chr(39))}"'
+    return value

@@ -1,0 +1,49 @@
+"""Who a request erases as, and the audit listing's wire form.
+
+The actor of a forget is what the edge verified: the admin user a SubjectAccessReview
+allowed (``kaos_memory.admin`` sets it on the request), else the agent of the identity
+(verified from its token under ``KAOS_MEMORY_AUTH_MODE``, else the header as sent), else,
+on the trusted-header path, an unnamed and unverified admin.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from kaos_core.memory.contract import AuditActor, AuditRecord, AuditScope, Forgotten
+from kaos_core.memory.identity import Identity
+
+from kaos_memory.clock import iso
+from kaos_memory.storage.audit import Actor, AuditEntry
+
+# The request key under which the admin path leaves its verified user.
+ACTOR_KEY = "kaos_memory_actor"
+
+
+def actor_of(request: web.Request, identity: Identity, *, verified: bool) -> Actor:
+    """Who the request acts as; ``verified``: the service checks identities (auth on)."""
+    admin = request.get(ACTOR_KEY)
+    if isinstance(admin, Actor):
+        return admin
+    if identity.agent is not None:
+        return Actor(kind="agent", name=identity.agent, verified=verified)
+    return Actor(kind="admin", name=None, verified=False)
+
+
+def wire_record(entry: AuditEntry) -> AuditRecord:
+    return AuditRecord(
+        id=entry.id,
+        at=iso(entry.at),
+        actor=AuditActor(
+            kind=entry.actor.kind, name=entry.actor.name, verified=entry.actor.verified
+        ),
+        scope=AuditScope(
+            level=entry.level,  # type: ignore[arg-type]
+            principal=entry.principal,
+            agent=entry.agent,
+            session=entry.session,
+        ),
+        forgotten=Forgotten(
+            short_term=entry.short_term, medium_term=entry.medium_term, long_term=entry.long_term
+        ),
+        final=entry.final,
+    )
