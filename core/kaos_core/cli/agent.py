@@ -112,20 +112,38 @@ async def stream_chat(
     async with http.post(url + "/v1/chat/completions", json=body, headers=headers) as resp:
         if resp.status >= 400:
             raise _refusal(resp.status, await resp.json(content_type=None))
-        async for raw in resp.content:
-            line = raw.decode("utf-8", "replace").strip()
-            if not line.startswith("data:"):
-                continue
-            data = line.removeprefix("data:").strip()
-            if data == "[DONE]":
-                return
-            event = json.loads(data)
-            if "error" in event:
-                raise CliError(f"agent failed mid-answer: {event['error'].get('message')}")
-            for choice in event.get("choices") or []:
-                piece = (choice.get("delta") or {}).get("content")
-                if piece:
-                    yield piece
+        try:
+            async for piece in completion_pieces(resp.content):
+                yield piece
+        except AnswerBrokeOff as exc:
+            raise CliError(f"agent failed mid-answer: {exc.message}") from None
+
+
+class AnswerBrokeOff(Exception):
+    """The agent sent an error event in the middle of a streamed answer."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+async def completion_pieces(content: aiohttp.StreamReader) -> AsyncIterator[str]:
+    """The text pieces of a chat-completions event stream, up to ``[DONE]``; an error
+    event raises ``AnswerBrokeOff`` with the agent's message."""
+    async for raw in content:
+        line = raw.decode("utf-8", "replace").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line.removeprefix("data:").strip()
+        if data == "[DONE]":
+            return
+        event = json.loads(data)
+        if "error" in event:
+            raise AnswerBrokeOff(str((event.get("error") or {}).get("message") or "failed"))
+        for choice in event.get("choices") or []:
+            piece = (choice.get("delta") or {}).get("content")
+            if piece:
+                yield piece
 
 
 async def answer_turn(

@@ -291,11 +291,15 @@ def memory_group() -> None:
     pass
 
 
-def _store_options(fn: Any) -> Any:
-    options = [
-        click.option(
-            "--timeout", type=float, default=30.0, show_default=True, help="seconds per request"
-        ),
+def _timeout_option() -> Any:
+    return click.option(
+        "--timeout", type=float, default=30.0, show_default=True, help="seconds per request"
+    )
+
+
+def _target_options() -> list[Any]:
+    """How the command reaches the service: a URL, or a MemoryStore by port-forward."""
+    return [
         click.option("--url", default=None, help="memory service base URL instead of --store"),
         click.option(
             "--store",
@@ -304,16 +308,21 @@ def _store_options(fn: Any) -> Any:
             help="MemoryStore name (reached by kubectl port-forward)",
         ),
     ]
+
+
+def _decorate(fn: Any, options: list[Any], namespace_help: str) -> Any:
     for option in options:
         fn = option(fn)
-    return common_options(namespace_help="namespace of the store")(fn)
+    return common_options(namespace_help=namespace_help)(fn)
+
+
+def _store_options(fn: Any) -> Any:
+    return _decorate(fn, [_timeout_option(), *_target_options()], "namespace of the store")
 
 
 def _options(fn: Any, *, level_required: bool = True) -> Any:
     options = [
-        click.option(
-            "--timeout", type=float, default=30.0, show_default=True, help="seconds per request"
-        ),
+        _timeout_option(),
         click.option(
             "--agent",
             default=None,
@@ -328,17 +337,9 @@ def _options(fn: Any, *, level_required: bool = True) -> Any:
             help="scope of the operation"
             + ("" if level_required else " (default with --principal alone: user)"),
         ),
-        click.option("--url", default=None, help="memory service base URL instead of --store"),
-        click.option(
-            "--store",
-            default=None,
-            shell_complete=complete_resource(MEMORYSTORE.resource),
-            help="MemoryStore name (reached by kubectl port-forward)",
-        ),
+        *_target_options(),
     ]
-    for option in options:
-        fn = option(fn)
-    return common_options(namespace_help="namespace of the store and of --agent NAME")(fn)
+    return _decorate(fn, options, "namespace of the store and of --agent NAME")
 
 
 def _include_option(fn: Any) -> Any:

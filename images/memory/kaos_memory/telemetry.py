@@ -31,7 +31,7 @@ from kaos_core.memory.contract import (
 from kaos_core.memory.identity import Identity
 from kaos_core.telemetry import capture_content, links, tracer
 from kaos_core.telemetry import conventions as otel
-from opentelemetry.trace import Span, SpanKind, StatusCode
+from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
 from kaos_memory.storage.base import Fold
 
@@ -50,11 +50,14 @@ def _start(operation: str, store: str, level: str, identity: Identity) -> dict[s
 
 
 @contextmanager
-def memory_span(operation: str, store: str, level: str, identity: Identity) -> Iterator[Span]:
+def _span(
+    name: str, attributes: dict[str, object], linked: list[Link] | None = None
+) -> Iterator[Span]:
     with _TRACER.start_as_current_span(
-        f"{operation} {store}",
+        name,
         kind=SpanKind.INTERNAL,
-        attributes=_start(operation, store, level, identity),  # type: ignore[arg-type]
+        attributes=attributes,  # type: ignore[arg-type]
+        links=linked,
         # An exception's text may quote content or a store's address: its class only.
         record_exception=False,
         set_status_on_exception=False,
@@ -65,6 +68,12 @@ def memory_span(operation: str, store: str, level: str, identity: Identity) -> I
             span.set_status(StatusCode.ERROR, type(exc).__name__)
             span.set_attribute("error.type", type(exc).__name__)
             raise
+
+
+@contextmanager
+def memory_span(operation: str, store: str, level: str, identity: Identity) -> Iterator[Span]:
+    with _span(f"{operation} {store}", _start(operation, store, level, identity)) as span:
+        yield span
 
 
 def recorded_search(span: Span, req: RecallRequest | ListRequest, resp: RecallResponse) -> None:
@@ -118,17 +127,7 @@ def fold_span(step: str, store: str, replica: str, folds: list[Fold]) -> Iterato
         attributes[otel.MEMORY_FOLD_ID] = folds[0].id
     if folds:
         attributes[otel.MEMORY_SESSION] = folds[0].session
-    with _TRACER.start_as_current_span(
-        f"memory.{step} {store}",
-        kind=SpanKind.INTERNAL,
-        attributes=attributes,  # type: ignore[arg-type]
-        links=links([f.trace_context for f in folds]),
-        record_exception=False,
-        set_status_on_exception=False,
+    with _span(
+        f"memory.{step} {store}", attributes, links([f.trace_context for f in folds])
     ) as span:
-        try:
-            yield span
-        except Exception as exc:
-            span.set_status(StatusCode.ERROR, type(exc).__name__)
-            span.set_attribute("error.type", type(exc).__name__)
-            raise
+        yield span

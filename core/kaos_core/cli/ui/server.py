@@ -27,7 +27,12 @@ from urllib.parse import quote
 import aiohttp
 from aiohttp import web
 
-from kaos_core.cli.agent import tools_from_card, tools_from_spec
+from kaos_core.cli.agent import (
+    AnswerBrokeOff,
+    completion_pieces,
+    tools_from_card,
+    tools_from_spec,
+)
 from kaos_core.cli.portforward import service_target
 from kaos_core.cli.ui import render
 from kaos_core.cli.ui.cluster import Cluster, ClusterError, Forwards
@@ -353,22 +358,13 @@ async def chat(request: web.Request) -> web.StreamResponse:
             if resp.status >= 400:
                 await response.write(_sse("error", {"message": await _refusal(resp)}))
                 return response
-            async for raw in resp.content:
-                line = raw.decode("utf-8", "replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line.removeprefix("data:").strip()
-                if data == "[DONE]":
-                    break
-                event = json.loads(data)
-                if "error" in event:
-                    text = str((event.get("error") or {}).get("message") or "failed")
-                    await response.write(_sse("error", {"message": f"agent failed: {text}"}))
-                    return response
-                for choice in event.get("choices") or []:
-                    piece = (choice.get("delta") or {}).get("content")
-                    if piece:
-                        await response.write(_sse("delta", {"text": piece}))
+            try:
+                async for piece in completion_pieces(resp.content):
+                    await response.write(_sse("delta", {"text": piece}))
+            except AnswerBrokeOff as exc:
+                message = f"agent failed: {exc.message}"
+                await response.write(_sse("error", {"message": message}))
+                return response
         await response.write(_sse("done", {"session": session, "principal": principal}))
     except ClusterError as exc:
         await response.write(_sse("error", {"message": exc.message, "problem": exc.problem}))
