@@ -27,15 +27,16 @@ $(STAMP): pyproject.toml constraints.txt
 venv: $(STAMP) ## create the virtual environment with every extra
 
 .PHONY: services
-services: ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, Jaeger, Ory Hydra)
+services: ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, Jaeger, Ory Hydra, Gateway API CRDs)
 	hack/postgres install
 	hack/postgres start
 	hack/k8s-build
 	hack/jaeger-build
 	hack/hydra-build
+	hack/gateway-api-crds >/dev/null
 
 # Every shell script of the project; shellcheck comes from Debian (.ci/run installs it).
-SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/test-cluster hack/gen-crds hack/gen-docs \
+SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/test-cluster hack/gen-crds hack/gen-docs hack/gateway-api-crds \
 	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo $(wildcard hack/kind/*)
 
 # shellcheck (the lint), zsh (the CLI's zsh completion test) and chromium with its driver

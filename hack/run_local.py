@@ -6,11 +6,13 @@ Starts the development model server, the MCPServer, the MemoryStore's memory ser
 each with exactly the environment the operator's desired-state functions produce for its
 resource (``tests/support/localstack.py`` says what differs from a cluster, and prints
 it). Then it plays a conversation through the agents' OpenAI-compatible API that shows
-the short-term window replayed within a session, a tool call, a delegation, a digest
-after folding, a long-term fact recalled in a new session, isolation between two
-principals and a forget. It prints a transcript and a table of what each tier held,
-stops everything and exits 0; a step that does not show what it should exits 1 naming
-the step, a stack that cannot start exits 2.
+the short-term window replayed within a session, a tool call (and every agent's tools
+from ``GET /tools``), a delegation, a digest after folding (the store's summarisation and
+embedding roles bound to two ModelAPIs, each served by its own development model process,
+and each shown to have received only its own calls), a long-term fact recalled in a new
+session, isolation between two principals and a forget. It prints a transcript and a
+table of what each tier held, stops everything and exits 0; a step that does not show
+what it should exits 1 naming the step, a stack that cannot start exits 2.
 
 ``--secure`` runs the secured posture (``posture.securityEnabled``): every agent presents
 its own service-account token to the memory service and to the agents it delegates to,
@@ -283,6 +285,29 @@ class Demo:
         say(f"   tools offered to the model: {', '.join(req['tools'])}")
         words = len(WORD_COUNT_TEXT.split())
         check(answer == f"word_count returned {words}", f"the MCP tool word_count answered {words}")
+        await self.listed_tools()
+
+    async def listed_tools(self) -> None:
+        """``GET /tools`` of every agent: what its model is offered, with the schemas."""
+        say("   GET /tools (every tool the model is offered, with its JSON schema):")
+        # The same callers as a chat: with verified users, alice's token.
+        token = self.stack.user_token(ALICE)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        for agent in self.stack.samples.agents:
+            url = self.stack.agent_url(agent) + "/tools"
+            async with self.http.get(url, headers=headers) as resp:
+                if resp.status != 200:
+                    raise StepFailed(f"GET /tools of {agent} answered HTTP {resp.status}")
+                body = await resp.json()
+            for tool in body["tools"]:
+                args = ", ".join(tool["parameters"].get("properties", {}))
+                say(f"      {agent:<12} {tool['source']:<18} {tool['name']}({args})")
+            check(not body["unavailable"], f"every tool source of {agent} answered")
+        req = await self.model_saw("How many words are in my motto?")
+        url = self.stack.agent_url("researcher") + "/tools"
+        async with self.http.get(url, headers=headers) as resp:
+            listed = sorted(t["name"] for t in (await resp.json())["tools"])
+        check(listed == sorted(req["tools"]), "GET /tools lists what the researcher's model saw")
 
     async def delegation(self) -> None:
         say("\n== 3. Delegation: the coordinator hands a task to the researcher (A2A) ==")
@@ -349,8 +374,35 @@ class Demo:
             f"the window shrank to {len(r.short_term.window)} unfolded turns",
         )
         check("I live in Lisbon." in facts, f"{len(facts)} long-term facts were extracted")
+        await self.model_roles()
         self.rows.append(("short-term: alice-1 window after folding", f"{turns} turns"))
         self.rows.append(("medium-term: alice-1 digest", f"version {version}, {len(digest)} lines"))
+
+    async def model_roles(self) -> None:
+        """The store's two model roles reached two endpoints, each only its own calls."""
+        roles = self.stack.store.spec.models
+        summarizer, embedder = self.stack.devmodel, self.stack.embedding_devmodel
+        chats = await summarizer.arequests()
+        kinds = {k: sum(1 for r in chats if r["kind"] == k) for k in ("digest", "extraction")}
+        embeds = await embedder.aembedding_requests()
+        say(
+            f"   summarization → ModelAPI/{roles.summarization.model_api} ({summarizer.url}):"
+            f" {kinds['digest']} digest and {kinds['extraction']} extraction calls,"
+            f" {len(await summarizer.aembedding_requests())} embeddings"
+        )
+        say(
+            f"   embedding     → ModelAPI/{roles.embedding.model_api} ({embedder.url}):"
+            f" {len(embeds)} embedding calls, {len(await embedder.arequests())} chat calls"
+        )
+        check(
+            roles.summarization.model_api != roles.embedding.model_api
+            and kinds["digest"] > 0
+            and kinds["extraction"] > 0
+            and bool(embeds)
+            and not await summarizer.aembedding_requests()
+            and not await embedder.arequests(),
+            "each model role reached its own ModelAPI, and only its own calls did",
+        )
 
     async def long_term(self) -> None:
         say("\n== 5. Long-term: a new session alice-2 recalls the fact, not the old window ==")

@@ -9,6 +9,7 @@ pytest_plugins: list[str] = [
     "tests.fixtures.helm",
     "tests.fixtures.agent",
     "tests.fixtures.operator",
+    "tests.fixtures.gateway",
     "tests.fixtures.leaks",
     "tests.fixtures.jaeger",
     "tests.fixtures.oidc",

@@ -26,6 +26,10 @@ MODEL_API_KEY = "MODEL_API_KEY"
 MODEL_TIMEOUT_SECONDS = "MODEL_TIMEOUT_SECONDS"
 REASONING_LOOP_MAX_STEPS = "REASONING_LOOP_MAX_STEPS"
 
+# Per-run budgets (the Agent's taskConfig).
+TASK_MAX_TOOL_CALLS = "TASK_MAX_TOOL_CALLS"
+TASK_MAX_WALL_SECONDS = "TASK_MAX_WALL_SECONDS"
+
 # Tools and peers.
 MCP_SERVERS = "MCP_SERVERS"  # comma list of name:url (or bare urls), url of the /mcp endpoint
 AGENT_SUB_AGENTS = "AGENT_SUB_AGENTS"  # comma list of name:url, from agentNetwork.access
@@ -36,7 +40,7 @@ DELEGATION_TIMEOUT_SECONDS = "DELEGATION_TIMEOUT_SECONDS"
 MEMORY_TYPE = "MEMORY_TYPE"  # none | local | remote
 MEMORY_ENDPOINT = "MEMORY_ENDPOINT"
 MEMORY_MAX_READ_SCOPE = "MEMORY_MAX_READ_SCOPE"  # session | agent | user
-MEMORY_TOOLS = "MEMORY_TOOLS"
+MEMORY_TOOLS = "MEMORY_TOOLS"  # all | read | write | none (true/false read as all/none)
 MEMORY_FAILURE_MODE = "MEMORY_FAILURE_MODE"  # soft | strict
 MEMORY_TOKEN_BUDGET = "MEMORY_TOKEN_BUDGET"
 MEMORY_TOP_K = "MEMORY_TOP_K"

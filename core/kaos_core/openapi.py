@@ -379,6 +379,11 @@ _503 = (
     "cannot be reached."
 )
 _500 = "`internal_error`: an unexpected failure (details in the log under the request id)."
+_429 = (
+    "`too_many_requests`: `KAOS_MEMORY_MAX_CONCURRENT_REQUESTS` requests are in flight on "
+    "this replica; carries `Retry-After` (seconds). Answered before the body is read: "
+    "nothing changed."
+)
 
 
 def _memory_replies(
@@ -392,6 +397,7 @@ def _memory_replies(
         408: error_reply(_408),
         413: error_reply(_413),
         415: error_reply(_415),
+        429: error_reply(_429),
         500: error_reply(server),
         503: error_reply(_503),
     }

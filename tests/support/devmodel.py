@@ -68,7 +68,7 @@ class DevModel:
         return result
 
     def embedding_requests(self) -> list[dict[str, Any]]:
-        """The last embedding requests: received_at, model, input (the texts)."""
+        """The last embedding requests: received_at, authorization_sha256, model, input."""
         result: list[dict[str, Any]] = self._call("GET", "/control/embeddings")["requests"]
         return result
 
@@ -102,4 +102,8 @@ class DevModel:
 
     async def arequests(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = (await self._acall("GET", "/control/requests"))["requests"]
+        return result
+
+    async def aembedding_requests(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = (await self._acall("GET", "/control/embeddings"))["requests"]
         return result

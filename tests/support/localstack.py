@@ -36,6 +36,11 @@ list. What differs from the pods the operator would create, and only this:
 - External storage with the flag: the agents' ``memoryStore`` is rebound from the local
   sample store to the external one (``Samples.patches`` lists it), as a user would edit
   ``samples/agents.yaml``; the store runs one process where the cluster runs its replicas.
+- Per-role model bindings: the store's embedding role is rebound to a second ModelAPI,
+  ``<sample ModelAPI>-embeddings`` (a copy of the sample's, so a cluster would run a second
+  LiteLLM in front of the same backend), served here by a second development model
+  process (``Samples.patches`` lists it): summarisation (digest, extraction) and
+  embeddings reach two endpoints, as with local embeddings next to a hosted LLM.
 
 ``LocalStack.describe()`` prints all of it, so a reader sees what differs from a cluster.
 Variables the developer's shell exports for these runtimes are blanked (empty counts as
@@ -108,6 +113,8 @@ SAMPLES_DIR = REPO_ROOT / "samples"
 # plays them in "default", which only shows in agent identities and cluster URLs.
 NAMESPACE = "default"
 LOOPBACK = "127.0.0.1"
+# The plan's key of the second development model process (the store's embedding role).
+EMBEDDINGS = "devmodel-embeddings"
 STORE_SAMPLES: dict[Storage, str] = {
     "local": "memorystore-local.yaml",
     "external": "memorystore-external.yaml",
@@ -183,6 +190,8 @@ class Samples:
     agents: dict[str, Agent]  # in start order: peers before the agents that call them
     devmodel_command: list[str]  # the container command of samples/devmodel.yaml
     patches: list[str] = field(default_factory=list)  # human-readable, one per edit
+    # The second ModelAPI the store's embedding role is rebound to (None: not rebound).
+    embedding_api: ModelAPI | None = None
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -238,9 +247,9 @@ def load_samples(
         )
     }
     store_path = samples_dir / STORE_SAMPLES[storage]
-    store = MemoryStore.model_validate(
-        _with_namespace(_one(_docs(store_path), "MemoryStore", store_path), namespace)
-    )
+    store_doc = _one(_docs(store_path), "MemoryStore", store_path)
+    embedding_api, store_doc = _split_roles(model_api, store_doc, patches)
+    store = MemoryStore.model_validate(_with_namespace(store_doc, namespace))
     agents: dict[str, Agent] = {}
     agents_path = samples_dir / "agents.yaml"
     for doc in _docs(agents_path):
@@ -269,16 +278,40 @@ def load_samples(
         agents=_start_order(agents),
         devmodel_command=command,
         patches=patches,
+        embedding_api=embedding_api,
     )
     _check_references(samples)
     return samples
 
 
+def _split_roles(
+    model_api: ModelAPI, store_doc: dict[str, Any], patches: list[str]
+) -> tuple[ModelAPI | None, dict[str, Any]]:
+    """The store's embedding role rebound to a second ModelAPI (see the module docstring),
+    when both roles name the sample's one; the store document, edited in a copy."""
+    roles = store_doc.get("spec", {}).get("models", {})
+    names = {r.get("modelAPI") for r in roles.values() if isinstance(r, dict)}
+    if names != {model_api.name}:
+        return None, store_doc
+    name = f"{model_api.name}-embeddings"
+    embedding_api = model_api.model_copy(
+        update={"metadata": model_api.metadata.model_copy(update={"name": name})}
+    )
+    doc = yaml.safe_load(yaml.safe_dump(store_doc))  # a deep copy, the file stays as is
+    doc["spec"]["models"]["embedding"]["modelAPI"] = name
+    patches.append(
+        f"MemoryStore/{doc['metadata']['name']}: spec.models.embedding.modelAPI "
+        f"{model_api.name} -> {name} (a copy of ModelAPI/{model_api.name})"
+    )
+    return embedding_api, doc
+
+
 def _check_references(s: Samples) -> None:
     """What the operator's reconcilers would report as missing dependencies."""
     problems: list[str] = []
+    apis = {s.model_api.name} | ({s.embedding_api.name} if s.embedding_api else set())
     for role in (s.store.spec.models.summarization, s.store.spec.models.embedding):
-        if role.model_api != s.model_api.name:
+        if role.model_api not in apis:
             problems.append(f"MemoryStore/{s.store.name}: ModelAPI {role.model_api} not found")
     for agent in s.agents.values():
         if agent.spec.model_api != s.model_api.name:
@@ -450,6 +483,29 @@ def plan_stack(
         ],
     )
 
+    # The embedding role's ModelAPI: the second one when the roles were split, its own
+    # development model process (the summarisation role keeps the sample's).
+    emb_api = samples.embedding_api or api
+    emb_url = model_url
+    if samples.embedding_api is not None:
+        ports[EMBEDDINGS] = free_port()
+        emb_argv = _host_port(samples.devmodel_command, LOOPBACK, ports[EMBEDDINGS])
+        emb_url = url(EMBEDDINGS)
+        plan[EMBEDDINGS] = ProcessSpec(
+            key=f"ModelAPI/{emb_api.name}",
+            program=emb_argv[0],
+            port=ports[EMBEDDINGS],
+            argv=[console_script(emb_argv[0]), *emb_argv[1:]],
+            desired={},
+            desired_by="samples/devmodel.yaml (Deployment command)",
+            cluster={},
+            ready_path="/readyz",
+            cluster_url=model_api_endpoint(emb_api),
+            notes=[
+                f"the store's embedding role; local: {' '.join(emb_argv)}, a second process",
+            ],
+        )
+
     roles = store.spec.models
     store_key = f"MemoryStore/{store.name}"
     store_callers = tuple(security.agents_bound_to(store.name, agents)) if secured else ()
@@ -458,8 +514,9 @@ def plan_stack(
         posture=posture,
         callers=store_callers,
         model_api_url=model_url,
+        embedding_model_api_url=emb_url,
         summarization_model=_served_model(api, roles.summarization.model),
-        embedding_model=_served_model(api, roles.embedding.model),
+        embedding_model=_served_model(emb_api, roles.embedding.model),
         listen_host=LOOPBACK,
         listen_port=ports[store_key],
         data_dir=str(data_root / store.name),
@@ -469,6 +526,7 @@ def plan_stack(
         posture=posture,
         callers=store_callers,
         model_api_url=model_api_endpoint(api),
+        embedding_model_api_url=model_api_endpoint(emb_api),
         summarization_model=store_ctx.summarization_model,
         embedding_model=store_ctx.embedding_model,
     )
@@ -802,6 +860,11 @@ class LocalStack:
     def devmodel(self) -> DevModel:
         return DevModel(url=self.url("devmodel"))
 
+    @property
+    def embedding_devmodel(self) -> DevModel:
+        """The store's embedding endpoint (the devmodel itself when the roles share it)."""
+        return DevModel(url=self.url(EMBEDDINGS if EMBEDDINGS in self.plan else "devmodel"))
+
     def identity(self, agent: str) -> str:
         return agent_identity(self.samples.agents[agent].namespace, agent)
 
@@ -872,7 +935,8 @@ class LocalStack:
         s = self.samples
         yield f"resources (samples/, validated with kaos_core.crds, namespace {NAMESPACE}):"
         yield f"   ModelAPI/{s.model_api.name}, " + ", ".join(
-            [f"MCPServer/{n}" for n in s.mcp_servers]
+            ([f"ModelAPI/{s.embedding_api.name}"] if s.embedding_api else [])
+            + [f"MCPServer/{n}" for n in s.mcp_servers]
             + [f"MemoryStore/{s.store.name} ({s.store.spec.storage.type})"]
         )
         yield "   " + ", ".join(

@@ -158,6 +158,9 @@ it), else a fresh random one. Rendered once, in devpgvector-secret.yaml. */}}
 {{- if eq $op.watchNamespace "kube-system" }}
 {{- fail "operator.watchNamespace must not be kube-system: the operator has no business there" }}
 {{- end }}
+{{- if and .Values.gatewayAPI.enabled (not .Values.gatewayAPI.gateway.name) }}
+{{- fail "gatewayAPI.enabled needs gatewayAPI.gateway.name: the Gateway the routes attach to" }}
+{{- end }}
 {{- if and (not .Values.devPgvector.enabled) .Values.devPgvector.connectionSecret.extraNamespaces }}
 {{- fail "devPgvector.connectionSecret.extraNamespaces needs devPgvector.enabled=true" }}
 {{- end }}

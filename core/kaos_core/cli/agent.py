@@ -310,14 +310,20 @@ def tools_from_spec(obj: dict[str, Any]) -> list[dict[str, str]]:
             }
         )
     memory = (s.get("config") or {}).get("memory") or {}
-    if memory.get("tools"):
-        rows.append(
-            {
-                "name": "memory",
-                "source": "memory",
-                "description": "Searches and saves long-term memory.",
-            }
-        )
+    # A mode (all, read, write, none); a boolean in objects stored by earlier versions.
+    offered = memory.get("tools")
+    names = {
+        True: ("search_memory", "save_memory"),
+        "all": ("search_memory", "save_memory"),
+        "read": ("search_memory",),
+        "write": ("save_memory",),
+    }.get(offered, ())
+    descriptions = {
+        "search_memory": "Search long-term memory for facts relevant to a query.",
+        "save_memory": "Save a fact to long-term memory so later conversations can recall it.",
+    }
+    for tool in names:
+        rows.append({"name": tool, "source": "memory", "description": descriptions[tool]})
     return rows
 
 
@@ -419,7 +425,7 @@ def agent_deploy(
             config["memory"] = {
                 "type": "remote",
                 "memoryStore": memorystore,
-                **({"tools": True} if memory_tools else {}),
+                **({"tools": "all"} if memory_tools else {}),
             }
         body: dict[str, Any] = {"modelAPI": modelapi}
         if model:

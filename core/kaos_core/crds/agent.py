@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from kaos_core.crds.common import (
     AGE,
@@ -25,10 +25,19 @@ from kaos_core.crds.common import (
     ref_name,
     telemetry_field,
 )
+from kaos_core.crds.gateway import GatewayRoute, gateway_route_field
+from kaos_core.crds.overrides import (
+    ContainerOverride,
+    PodOverride,
+    container_field,
+    pod_field,
+)
 
 ReadScope = Literal["session", "agent", "user"]
 MemoryType = Literal["local", "remote"]
 FailureMode = Literal["soft", "strict"]
+# Which memory tools the model is offered: both, search_memory only, save_memory only, none.
+MemoryTools = Literal["all", "read", "write", "none"]
 
 Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX, pattern=DNS_LABEL)]
 
@@ -48,7 +57,7 @@ class AgentMemory(CRDModel):
                 "a maxReadScope other than session requires a memoryStore",
             ),
             (
-                "!has(self.tools) || !self.tools || has(self.memoryStore)",
+                "!has(self.tools) || self.tools == 'none' || has(self.memoryStore)",
                 "memory tools require a memoryStore",
             ),
         )
@@ -72,13 +81,23 @@ class AgentMemory(CRDModel):
             " to agent for remote memory (capped by the store), session for local."
         ),
     )
-    tools: bool = Field(
-        default=False,
-        description="Offer the memory tools (search_memory, save_memory) to the model.",
+    tools: MemoryTools = Field(
+        default="none",
+        description="Memory tools offered to the model: all (search_memory and save_memory),"
+        " read (search_memory), write (save_memory) or none. The boolean of earlier versions"
+        " is refused by the schema; one already stored reads as all (true) or none (false).",
     )
     failure_mode: FailureMode = Field(
         default="soft", description="strict: a failed memory write fails the turn."
     )
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _legacy_tools(cls, value: object) -> object:
+        # Objects stored before tools became a mode carry a boolean.
+        if isinstance(value, bool):
+            return "all" if value else "none"
+        return value
 
 
 class AgentAutonomous(CRDModel):
@@ -88,6 +107,18 @@ class AgentAutonomous(CRDModel):
     interval_seconds: int = Field(default=300, ge=1, le=86400)
 
 
+class TaskConfig(CRDModel):
+    """Budgets of one run; a run that reaches one stops with a final answer saying so
+    (finish reason ``length``)."""
+
+    max_tool_calls: int | None = Field(
+        default=None, ge=0, le=1000, description="Tool calls one run may make (0: none)."
+    )
+    max_wall_time_seconds: int | None = Field(
+        default=None, ge=1, le=86400, description="Wall time one run may take, in seconds."
+    )
+
+
 class AgentConfig(CRDModel):
     """What the agent is told and how long it may think."""
 
@@ -95,6 +126,9 @@ class AgentConfig(CRDModel):
     instructions: str | None = Field(default=None, max_length=TEXT_MAX)
     reasoning_loop_max_steps: int = Field(default=5, ge=1, le=100)
     memory: AgentMemory = defaulted(AgentMemory)
+    task_config: TaskConfig | None = Field(
+        default=None, description="Per-run budgets: tool calls and wall time."
+    )
     autonomous: AgentAutonomous | None = None
 
 
@@ -141,6 +175,9 @@ class AgentSpec(CRDModel):
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     telemetry: Telemetry | None = telemetry_field()
+    container: ContainerOverride | None = container_field()
+    pod: PodOverride | None = pod_field()
+    gateway_route: GatewayRoute | None = gateway_route_field()
 
 
 class AgentStatus(CommonStatus):

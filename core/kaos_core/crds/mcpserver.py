@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
 from kaos_core.crds.common import (
     AGE,
     ENDPOINT,
+    LIST_MAX,
+    NAME_MAX,
     PHASE,
     TEXT_MAX,
     CommonStatus,
@@ -20,8 +22,18 @@ from kaos_core.crds.common import (
     cel,
     telemetry_field,
 )
+from kaos_core.crds.gateway import GatewayRoute, gateway_route_field
+from kaos_core.crds.overrides import (
+    ContainerOverride,
+    PodOverride,
+    container_field,
+    pod_field,
+)
 
-MCPRuntime = Literal["python-string"]
+# A runtime: python-string and custom are built in, any other name is looked up in the
+# operator's registry (the chart's mcpRuntimes).
+RUNTIME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+ToolName = Annotated[str, Field(max_length=256)]
 
 
 class MCPServerSpec(CRDModel):
@@ -33,15 +45,53 @@ class MCPServerSpec(CRDModel):
                 "self.runtime != 'python-string' || (has(self.params) && size(self.params) > 0)",
                 "runtime python-string requires params (the tools' Python source)",
             ),
+            (
+                "self.runtime != 'custom' || (has(self.image) && has(self.command))",
+                "runtime custom requires image and command",
+            ),
+            (
+                "self.runtime == 'custom' || (!has(self.command) && !has(self.args)"
+                " && !has(self.port) && !has(self.path))",
+                "command, args, port and path are for runtime custom (a registered runtime"
+                " brings its own)",
+            ),
         )
     )
 
-    runtime: MCPRuntime = Field(
+    runtime: str = Field(
         default="python-string",
-        description="python-string: kaos-mcp serves the functions defined in params.",
+        max_length=NAME_MAX,
+        pattern=RUNTIME,
+        description="python-string: kaos-mcp serves the functions defined in params; custom: "
+        "image and command as given; any other name: a runtime of the chart's mcpRuntimes.",
     )
     params: str | None = Field(
-        default=None, max_length=TEXT_MAX, description="Runtime parameters (Python source)."
+        default=None,
+        max_length=TEXT_MAX,
+        description="Runtime parameters: the tools' Python source (python-string), else "
+        "passed as the runtime says (custom: the MCP_PARAMS variable).",
+    )
+    command: list[Annotated[str, Field(max_length=1024)]] | None = Field(
+        default=None, min_length=1, max_length=LIST_MAX, description="custom: the command."
+    )
+    args: list[Annotated[str, Field(max_length=4096)]] | None = Field(
+        default=None, max_length=LIST_MAX, description="custom: its arguments."
+    )
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description="custom: the port it serves MCP on (8000)."
+    )
+    path: str | None = Field(
+        default=None,
+        max_length=256,
+        pattern=r"^/[-a-zA-Z0-9._~/]*$",
+        description="custom: the path of its streamable-HTTP endpoint (/mcp).",
+    )
+    service_account_name: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="ServiceAccount of the pods, with its token mounted: for runtimes that "
+        "call the Kubernetes API (bind it only the rights the tools need).",
     )
     replicas: int = Field(default=1, ge=0, le=100)
     image: str | None = Field(default=None, max_length=512)
@@ -51,10 +101,20 @@ class MCPServerSpec(CRDModel):
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     telemetry: Telemetry | None = telemetry_field()
+    container: ContainerOverride | None = container_field()
+    pod: PodOverride | None = pod_field()
+    gateway_route: GatewayRoute | None = gateway_route_field()
 
 
 class MCPServerStatus(CommonStatus):
     """Observed state of an MCPServer."""
+
+    available_tools: list[ToolName] | None = Field(
+        default=None,
+        max_length=1024,
+        description="Names of the tools the server offers, read over MCP (tools/list) once "
+        "it is available.",
+    )
 
 
 class MCPServer(CustomObject):

@@ -16,14 +16,24 @@ from kaos_core.crds.common import (
     CustomObject,
     KindInfo,
     PrinterColumn,
+    SecretKeyRef,
     Telemetry,
     cel,
     defaulted,
     ref_name,
     telemetry_field,
 )
+from kaos_core.crds.overrides import (
+    ContainerOverride,
+    PodOverride,
+    container_field,
+    pod_field,
+)
 
 StorageType = Literal["local", "external"]
+
+# Prompt overrides travel as environment variables: kept well below their size limits.
+PROMPT_MAX = 16 * 1024
 
 # A Kubernetes resource quantity such as 1Gi or 500M.
 QUANTITY = r"^[0-9]+(\.[0-9]+)?([EPTGMK]i?|[mk])?$"
@@ -66,11 +76,16 @@ class StoreStorage(CRDModel):
 
 
 class ModelRole(CRDModel):
-    """A model of a ModelAPI in this namespace."""
+    """A model of a ModelAPI in this namespace; each role may name its own ModelAPI."""
 
     model_api: str = ref_name("ModelAPI serving the model.", alias="modelAPI")
     model: str | None = Field(
         default=None, max_length=253, description="Model name; defaults to the ModelAPI's first."
+    )
+    api_key_secret: SecretKeyRef | None = Field(
+        default=None,
+        description="Secret key holding the bearer key the memory service sends to this"
+        " role's ModelAPI (none by default).",
     )
 
 
@@ -79,21 +94,17 @@ class EmbeddingRole(ModelRole):
 
 
 class StoreModels(CRDModel):
-    """The two model roles: summarization (extraction, digests) and embedding (the index)."""
+    """The two model roles: summarization (extraction, digests) and embedding (the index).
 
-    # The memory service takes one model base URL (KAOS_MEMORY_MODEL_BASE_URL), so both
-    # roles must be served by one ModelAPI until it grows a second one.
-    model_config = ConfigDict(
-        json_schema_extra=cel(
-            (
-                "self.summarization.modelAPI == self.embedding.modelAPI",
-                "summarization and embedding must use the same ModelAPI",
-            ),
-        )
-    )
+    Each role names its own ModelAPI (e.g. local embeddings, a hosted LLM); the memory
+    service gets one base URL and key per role.
+    """
 
     summarization: ModelRole
-    embedding: EmbeddingRole
+    embedding: EmbeddingRole = Field(
+        description="The embedding model of the long-term index (unused while"
+        " tiers.longTerm.enabled is false)."
+    )
 
 
 class ShortTermTier(CRDModel):
@@ -153,12 +164,42 @@ class MediumTermTier(CRDModel):
     digest_retention: int = Field(
         default=20, ge=1, le=10_000, description="Digest versions kept per session."
     )
+    digest_prompt: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=PROMPT_MAX,
+        description="System prompt of the digest (summarisation) call; defaults to KAOS's.",
+    )
 
 
 class LongTermTier(CRDModel):
     """The semantic store (Mem0)."""
 
+    enabled: bool = Field(
+        default=True,
+        description="false: a window-and-digest store with no vector index (no collection is"
+        " created, nothing is extracted, long-term recall answers no facts).",
+    )
     recall_top_k: int = Field(default=10, ge=1, le=100, description="Facts recalled per read.")
+    score_threshold: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Minimum semantic score of a recalled fact; defaults to the service's 0.1.",
+    )
+    extraction_prompt: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=PROMPT_MAX,
+        description="Instructions added to Mem0's fact-extraction prompt (its custom"
+        " instructions), e.g. what to keep or never keep.",
+    )
+    extraction_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Extractions (Mem0 calls) running at once across sessions; defaults to 2.",
+    )
 
 
 class StoreTiers(CRDModel):
@@ -194,6 +235,13 @@ class MemoryStoreSpec(CRDModel):
     tiers: StoreTiers = defaulted(StoreTiers)
     max_read_scope: ReadScope = Field(default="agent", description="Ceiling for agent reads.")
     default_failure_mode: FailureMode = "soft"
+    max_concurrent_requests: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="Memory requests (/v1/*) one replica serves at once; one more is answered"
+        " 429 with Retry-After and changes nothing. Unlimited when unset.",
+    )
     image: str | None = Field(default=None, max_length=512)
     resources: dict[str, Any] | None = Field(
         default=None,
@@ -201,6 +249,8 @@ class MemoryStoreSpec(CRDModel):
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     telemetry: Telemetry | None = telemetry_field()
+    container: ContainerOverride | None = container_field()
+    pod: PodOverride | None = pod_field()
 
     def effective_replicas(self) -> int:
         if self.replicas is not None:

@@ -10,7 +10,9 @@ from kaos_core.crds.common import (
     AGE,
     ENDPOINT,
     LIST_MAX,
+    NAME_MAX,
     PHASE,
+    TEXT_MAX,
     CommonStatus,
     CRDModel,
     CustomObject,
@@ -21,12 +23,51 @@ from kaos_core.crds.common import (
     cel,
     telemetry_field,
 )
+from kaos_core.crds.gateway import GatewayRoute, gateway_route_field
+from kaos_core.crds.overrides import (
+    ContainerOverride,
+    EnvVar,
+    PodOverride,
+    container_field,
+    pod_field,
+)
 
 ModelAPIMode = Literal["Proxy", "Hosted"]
 
 
+class ConfigYaml(CRDModel):
+    """LiteLLM's whole config file, instead of the one the operator writes from models."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "has(self.fromString) != has(self.fromSecretKeyRef)",
+                "configYaml takes exactly one of fromString, fromSecretKeyRef",
+            )
+        )
+    )
+
+    from_string: str | None = Field(
+        default=None, max_length=TEXT_MAX, description="The config file inline (YAML)."
+    )
+    from_secret_key_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="A Secret key holding the config file (mounted as is; a change of the "
+        "Secret rolls nothing: change the reference or restart the pods).",
+    )
+
+
 class ProxyConfig(CRDModel):
     """LiteLLM in front of an existing backend."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "!has(self.configYaml) || (!has(self.apiBase) && !has(self.provider))",
+                "configYaml replaces the generated config: apiBase and provider do not apply",
+            )
+        )
+    )
 
     api_base: str | None = Field(
         default=None, max_length=2048, description="Base URL of the backend LiteLLM calls."
@@ -37,7 +78,26 @@ class ProxyConfig(CRDModel):
         description="Models served, as LiteLLM names them (e.g. openai/gpt-4o-mini).",
     )
     api_key_secret_ref: SecretKeyRef | None = Field(
-        default=None, description="Secret key holding the backend's API key."
+        default=None,
+        description="Secret key holding the backend's API key (MODEL_API_KEY in the pod; "
+        "a configYaml refers to it as os.environ/MODEL_API_KEY).",
+    )
+    provider: str | None = Field(
+        default=None,
+        max_length=NAME_MAX,
+        pattern=r"^[a-z][a-z0-9_]*$",
+        description="LiteLLM provider (openai, anthropic, ollama...) put before each model "
+        "name without one: provider openai and model gpt-4o-mini call openai/gpt-4o-mini.",
+    )
+    config_yaml: ConfigYaml | None = Field(
+        default=None, description="LiteLLM's config file, inline or from a Secret key."
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=LIST_MAX,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        description="Environment of the LiteLLM container (values or Secret/ConfigMap keys), "
+        "e.g. a provider's credentials its config reads with os.environ/NAME.",
     )
 
 
@@ -74,6 +134,9 @@ class ModelAPISpec(CRDModel):
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     telemetry: Telemetry | None = telemetry_field()
+    container: ContainerOverride | None = container_field()
+    pod: PodOverride | None = pod_field()
+    gateway_route: GatewayRoute | None = gateway_route_field()
 
     def served_models(self) -> list[str]:
         if self.mode == "Proxy" and self.proxy_config is not None:

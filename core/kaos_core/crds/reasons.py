@@ -38,3 +38,19 @@ NAME_CONFLICT: Final = "NameConflict"
 APPLY_FAILED: Final = "ApplyFailed"
 # The object does not match the operator's model of its kind (the message names the field).
 INVALID_SPEC: Final = "InvalidSpec"
+# The resource's container/pod overrides would change what the operator sets.
+OVERRIDE_REFUSED: Final = "OverrideRefused"
+# A Hosted ModelAPI's model: pulled into the pod on first start (condition ModelPulled).
+MODEL_PULLED: Final = "ModelPulled"
+PULLED: Final = "Pulled"
+PULLING: Final = "Pulling"
+# Gateway API: the resource's HTTPRoute (condition Routed).
+ROUTED: Final = "Routed"
+ROUTE_APPLIED: Final = "RouteApplied"
+GATEWAY_API_DISABLED: Final = "GatewayAPIDisabled"
+# MCPServer: the runtime named in spec.runtime is not in the operator's registry.
+RUNTIME_NOT_FOUND: Final = "RuntimeNotFound"
+# MCPServer: status.availableTools read over MCP (condition ToolsListed).
+TOOLS_LISTED: Final = "ToolsListed"
+TOOLS_READ: Final = "ToolsRead"
+TOOL_LIST_FAILED: Final = "ToolListFailed"

@@ -9,12 +9,16 @@ no ``title``. Everything else pydantic emits (defaults, enums, bounds, patterns)
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pydantic import BaseModel
 
 # Keys that carry no meaning for the API server (or are not allowed there).
 _DROPPED = frozenset({"title", "$defs"})
+# An int-or-string (a resource quantity) keeps its anyOf of integer and string and has no
+# type: the one union a structural schema allows.
+INT_OR_STRING = "x-kubernetes-int-or-string"
 
 
 class SchemaError(ValueError):
@@ -42,7 +46,7 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[str,
         if len(parts) != 1:
             raise SchemaError(f"{path}: allOf with {len(parts)} parts")
         node = {**_resolve(parts[0], defs, path), **node}
-    if "anyOf" in node:
+    if "anyOf" in node and not node.get(INT_OR_STRING):
         branches = [b for b in node.pop("anyOf") if b.get("type") != "null"]
         if len(branches) != 1:
             raise SchemaError(f"{path}: union of {len(branches)} types has no structural form")
@@ -73,8 +77,9 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[str,
             if isinstance(value, dict) and "properties" not in node:
                 out["additionalProperties"] = _convert(value, defs, f"{path}{{}}")
         else:
-            out[key] = value
-    if "type" not in out:
+            # A copy: a list shared between two nodes would dump as a YAML alias.
+            out[key] = copy.deepcopy(value)
+    if "type" not in out and not out.get(INT_OR_STRING):
         if "properties" in out or out.get("x-kubernetes-preserve-unknown-fields"):
             out["type"] = "object"
         elif "enum" in out and all(isinstance(v, str) for v in out["enum"]):

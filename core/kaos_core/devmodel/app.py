@@ -254,7 +254,12 @@ async def _embeddings(request: web.Request) -> web.Response:
     if not texts:
         raise BadRequest("input: must not be empty", code="invalid_body")
     state.recent_embeddings.append(
-        {"received_at": received_at, "model": req.model, "input": list(texts)}
+        {
+            "received_at": received_at,
+            "authorization_sha256": _fingerprint(request),
+            "model": req.model,
+            "input": list(texts),
+        }
     )
     await _apply_faults(request, state, "embeddings", None)
     dims = req.dimensions or state.settings.embedding_dims

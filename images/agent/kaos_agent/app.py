@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
+from kaos_core.errors import KaosError
 from kaos_core.http import REGISTRY_KEY, create_base_app
+from kaos_core.http.middleware import error_body, request_id
 from kaos_core.memory.client import MemoryServiceClient
 from kaos_core.telemetry.genai_metrics import GenAiMetrics
 from pydantic_ai.mcp import MCPToolset
@@ -28,7 +30,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from kaos_agent.a2a.card import CardBuilder
 from kaos_agent.a2a.server import A2AServer
 from kaos_agent.a2a.tasks import TaskStore
-from kaos_agent.auth import EdgeAuth
+from kaos_agent.auth import EdgeAuth, challenge
 from kaos_agent.autonomous import Sleep, autonomous_loop
 from kaos_agent.chat import chat_completions
 from kaos_agent.context import RunDeps
@@ -41,6 +43,7 @@ from kaos_agent.metrics import AgentMetrics
 from kaos_agent.runner import AgentRuntime
 from kaos_agent.settings import AgentMemorySettings, AgentSettings
 from kaos_agent.telemetry import MeteredModel, instrumentation
+from kaos_agent.tool_listing import list_tools
 from kaos_agent.toolsets import GuardedToolset, mcp_toolsets
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -71,6 +74,8 @@ MEMORY_KEY = web.AppKey("agent_memory", Memory)
 RUNTIME_KEY = web.AppKey("agent_runtime", AgentRuntime)
 A2A_KEY = web.AppKey("agent_a2a", A2AServer)
 CARD_KEY = web.AppKey("agent_card", CardBuilder)
+# The loop's toolsets, as the model is offered them, for ``GET /tools``.
+TOOLSETS_KEY: web.AppKey[Sequence[AbstractToolset[RunDeps]]] = web.AppKey("agent_toolsets")
 # Verification of delegating agents; ``None`` with AGENT_AUTH_MODE=off.
 AUTH_KEY: web.AppKey[EdgeAuth | None] = web.AppKey("agent_auth")
 
@@ -112,6 +117,7 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
 
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_get("/v1/models", _models)
+    app.router.add_get("/tools", _tools)
     if settings.a2a_enabled:
         app.router.add_get("/.well-known/agent-card.json", _card)
         app.router.add_get("/.well-known/agent.json", _card)
@@ -163,6 +169,15 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
         if deps.toolsets is None
         else [GuardedToolset(t, label_text="tools", metrics=metrics) for t in deps.toolsets]
     )
+    toolsets = agent_toolsets(
+        tools=tools,
+        delegation=settings.delegation,
+        peer_client=app[PEERS_KEY],
+        memory=settings.memory,
+        remote_memory=memory if isinstance(memory, RemoteMemory) else None,
+        metrics=metrics,
+    )
+    app[TOOLSETS_KEY] = toolsets
     agent = build_agent(
         name=settings.name,
         instructions=settings.instructions,
@@ -171,17 +186,12 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
         ),
         model_settings=settings.model,
         delegation=settings.delegation,
-        toolsets=agent_toolsets(
-            tools=tools,
-            delegation=settings.delegation,
-            peer_client=app[PEERS_KEY],
-            memory=settings.memory,
-            remote_memory=memory if isinstance(memory, RemoteMemory) else None,
-            metrics=metrics,
-        ),
+        toolsets=toolsets,
         instrument=instrumentation(),
     )
-    runtime = AgentRuntime(agent, memory, metrics, max_steps=settings.model.max_steps)
+    runtime = AgentRuntime(
+        agent, memory, metrics, max_steps=settings.model.max_steps, budget=settings.budget
+    )
     tasks = TaskStore()
     try:
         app[RUNTIME_KEY] = runtime
@@ -224,6 +234,22 @@ async def _models(request: web.Request) -> web.Response:
     return web.json_response(
         {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "kaos"}]}
     )
+
+
+async def _tools(request: web.Request) -> web.Response:
+    # The same callers as a chat: with verified identity on, the same credentials.
+    auth = request.app[AUTH_KEY]
+    if auth is not None:
+        try:
+            await auth.check(request.headers)
+        except KaosError as exc:
+            return web.json_response(
+                error_body(exc.code, exc.message, request_id(request)),
+                status=exc.status,
+                headers=challenge(exc),
+            )
+    listing = await list_tools(request.app[TOOLSETS_KEY])
+    return web.json_response(listing.model_dump(mode="json"))
 
 
 async def _card(request: web.Request) -> web.Response:

@@ -55,10 +55,10 @@ def agent_toolsets(
                 metrics=metrics,
             )
         )
-    if memory.tools and remote_memory is not None:
+    if memory.tools != "none" and remote_memory is not None:
         toolsets.append(
             GuardedToolset(
-                memory_toolset(remote_memory, memory.entitled_levels),
+                memory_toolset(remote_memory, memory.entitled_levels, memory.tools),
                 label_text="memory",
                 metrics=metrics,
             )

@@ -21,6 +21,7 @@ from typing_extensions import TypedDict
 
 from kaos_agent.chat import ChatRequest
 from kaos_agent.context import MAX_DEPTH_VALUE
+from kaos_agent.tool_listing import ToolList
 
 AGENT_API_VERSION = "1.0.0"
 EVENT_STREAM = "text/event-stream"
@@ -322,6 +323,26 @@ def agent_operations() -> list[Operation]:
             "OpenAI-compatible model listing.",
             chat,
             {200: Reply("The model list.", {JSON: ModelList}, (REQUEST_ID_ECHO,))},
+        ),
+        Operation(
+            "/tools",
+            "get",
+            "listTools",
+            "Every tool the model is offered, with the JSON schema of its arguments",
+            "MCP servers' tools (listed over MCP; a server that does not answer within 5 s "
+            "is named in `unavailable`), the `delegate_to_<peer>` tools and the memory "
+            "tools of the agent's `MEMORY_TOOLS` mode. The same callers as a chat: with "
+            "verified identity on, the same credentials.",
+            chat,
+            {
+                200: Reply("The tools.", {JSON: ToolList}, (REQUEST_ID_ECHO,)),
+                401: openapi.error_reply(_AUTH_401),
+                403: openapi.error_reply(_AUTH_403),
+                503: openapi.error_reply(
+                    "`auth_unavailable`: token verification is on and its issuer is unreachable."
+                ),
+            },
+            [AGENT_TOKEN, REQUEST_ID],
         ),
         Operation(
             "/",

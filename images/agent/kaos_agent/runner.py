@@ -38,6 +38,7 @@ from kaos_agent.context import RunDeps
 from kaos_agent.memory.base import Memory, MemoryWriteFailed
 from kaos_agent.memory.turns import turns_from_messages
 from kaos_agent.metrics import AgentMetrics
+from kaos_agent.settings import RunBudget
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ class StreamState:
 @dataclass
 class RunOutcome:
     text: str
-    # "stop" for a final answer, "length" when the step limit or time budget ended the run.
+    # "stop" for a final answer, "length" when the step limit or a budget (tool calls,
+    # wall time) ended the run.
     finish_reason: str
     steps: int
     memory_degraded: bool = False
@@ -77,6 +79,29 @@ def step_limit_text(max_steps: int) -> str:
         f"I stopped after reaching the limit of {max_steps} reasoning steps without a final "
         "answer. Please narrow the request or try again."
     )
+
+
+def tool_budget_text(max_tool_calls: int) -> str:
+    return (
+        f"I stopped because this task reached its budget of {max_tool_calls} tool calls "
+        "before a final answer. Please narrow the request or try again."
+    )
+
+
+def time_budget_text(seconds: float) -> str:
+    return (
+        f"I stopped because this task reached its time budget of {seconds:g} seconds "
+        "before a final answer. Please narrow the request or try again."
+    )
+
+
+OUT_OF_TIME = "I ran out of time before reaching a final answer."
+
+
+def _shorter(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return min(a, b)
 
 
 def _new_messages(captured: Sequence[ModelMessage], prompt: str) -> list[ModelMessage]:
@@ -98,11 +123,31 @@ class AgentRuntime:
         metrics: AgentMetrics,
         *,
         max_steps: int,
+        budget: RunBudget | None = None,
     ) -> None:
         self.agent = agent
         self.memory = memory
         self.metrics = metrics
         self.max_steps = max_steps
+        self.budget = budget or RunBudget()
+
+    def _limits(self, steps_cap: int) -> UsageLimits:
+        return UsageLimits(request_limit=steps_cap, tool_calls_limit=self.budget.max_tool_calls)
+
+    def _stopped(
+        self, exc: UsageLimitExceeded | RunTimedOut, steps_cap: int, deadline: float | None
+    ) -> tuple[str, str]:
+        """The outcome label and the final answer of a run a limit ended."""
+        budget = self.budget
+        if isinstance(exc, UsageLimitExceeded):
+            # pydantic-ai names the limit it enforced in the message; only the tool-call
+            # limit mentions tool calls.
+            if budget.max_tool_calls is not None and "tool_calls_limit" in str(exc):
+                return "tool_budget", tool_budget_text(budget.max_tool_calls)
+            return "step_limit", step_limit_text(steps_cap)
+        if budget.max_wall_seconds is not None and deadline == budget.max_wall_seconds:
+            return "time_budget", time_budget_text(budget.max_wall_seconds)
+        return "timeout", OUT_OF_TIME
 
     async def _prepare(
         self, prompt: str, deps: RunDeps, client_history: Sequence[ModelMessage]
@@ -125,6 +170,7 @@ class AgentRuntime:
         steps_cap = max_steps or self.max_steps
         history, facts, degraded = await self._prepare(prompt, deps, client_history)
         outcome = "ok"
+        deadline = _shorter(timeout, self.budget.max_wall_seconds)
         with capture_run_messages() as captured:
             try:
                 result = await self.agent.run(
@@ -133,17 +179,12 @@ class AgentRuntime:
                     message_history=history or None,
                     instructions=facts,
                     conversation_id=deps.session_id,
-                    usage_limits=UsageLimits(request_limit=steps_cap),
-                    timeout=timeout,
+                    usage_limits=self._limits(steps_cap),
+                    timeout=deadline,
                 )
             except (UsageLimitExceeded, RunTimedOut) as exc:
-                outcome = "step_limit" if isinstance(exc, UsageLimitExceeded) else "timeout"
+                outcome, text = self._stopped(exc, steps_cap, deadline)
                 new = _new_messages(captured, prompt)
-                text = (
-                    step_limit_text(steps_cap)
-                    if outcome == "step_limit"
-                    else ("I ran out of time before reaching a final answer.")
-                )
                 run = RunOutcome(text, "length", steps=_count_steps(new), memory_degraded=degraded)
             except (ModelAPIError, UnexpectedModelBehavior) as exc:
                 self._finish(entry, "model_error", started, 0)
@@ -189,13 +230,16 @@ class AgentRuntime:
         steps = 0
         final_text: list[str] = []
         new: list[ModelMessage] = []
+        stopped_text = ""
+        deadline = self.budget.max_wall_seconds
         async with self.agent.run_stream_events(
             prompt,
             deps=deps,
             message_history=history or None,
             instructions=facts,
             conversation_id=deps.session_id,
-            usage_limits=UsageLimits(request_limit=self.max_steps),
+            usage_limits=self._limits(self.max_steps),
+            timeout=deadline,
         ) as events:
             try:
                 async for event in events:
@@ -203,10 +247,10 @@ class AgentRuntime:
                     if delta:
                         final_text.append(delta)
                         yield delta
-            except UsageLimitExceeded:
-                outcome = "step_limit"
+            except (UsageLimitExceeded, RunTimedOut) as exc:
+                outcome, stopped_text = self._stopped(exc, self.max_steps, deadline)
                 state.finish_reason = "length"
-                note = "\n\n" + step_limit_text(self.max_steps)
+                note = "\n\n" + stopped_text
                 final_text.append(note)
                 yield note
             except (ModelAPIError, UnexpectedModelBehavior, AgentRunError) as exc:
@@ -222,8 +266,8 @@ class AgentRuntime:
             except AgentRunError:
                 new = []
         turns = turns_from_messages(new) if new else [Turn(role="user", content=prompt)]
-        if outcome == "step_limit":
-            turns.append(Turn(role="assistant", content=step_limit_text(self.max_steps)))
+        if stopped_text:
+            turns.append(Turn(role="assistant", content=stopped_text))
         self._finish(entry, outcome, started, steps)
         await self._remember(deps, turns)
 

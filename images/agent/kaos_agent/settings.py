@@ -35,12 +35,15 @@ from kaos_core.settings import EnvSettings
 from pydantic import Field, field_validator, model_validator
 
 MemoryType = Literal["none", "local", "remote"]
+# The memory tools offered to the model: both, search_memory only, save_memory only, none.
+MemoryTools = Literal["all", "read", "write", "none"]
 
 # The concerns, in the order the README lists them.
 GROUPS: dict[str, str] = {
     "agent": "Identity and instructions",
     "server": "Listening and A2A",
     "model": "Model",
+    "budget": "Run budgets",
     "tools": "MCP tools",
     "delegation": "Delegation to peer agents",
     "memory": "Memory",
@@ -76,6 +79,14 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
+class RunBudget:
+    """What one run may spend beyond its model requests (``None``: no limit)."""
+
+    max_tool_calls: int | None = None
+    max_wall_seconds: float | None = None
+
+
+@dataclass(frozen=True)
 class ToolSettings:
     """The MCP servers whose tools the loop offers."""
 
@@ -103,7 +114,7 @@ class AgentMemorySettings:
     endpoint: str | None
     agent_identity: str | None
     max_read_scope: Level
-    tools: bool
+    tools: MemoryTools
     failure_mode: FailureMode
     token_budget: int
     top_k: int
@@ -192,6 +203,28 @@ class AgentSettings(EnvSettings):
         le=100,
     )
 
+    task_max_tool_calls: int | None = setting(
+        env.TASK_MAX_TOOL_CALLS,
+        "budget",
+        "tool calls one run may make, 0 to 1000 (MCP, delegation and memory tools alike); the"
+        " run that would exceed it stops with a final answer saying so and finish reason"
+        " `length`",
+        default=None,
+        default_doc="no limit",
+        ge=0,
+        le=1000,
+    )
+    task_max_wall_seconds: float | None = setting(
+        env.TASK_MAX_WALL_SECONDS,
+        "budget",
+        "wall time one run may take, in seconds; a run past it stops the same way (an"
+        " autonomous iteration keeps the shorter of this and `AUTONOMOUS_TIMEOUT_SECONDS`)",
+        default=None,
+        default_doc="no limit",
+        gt=0,
+        le=86400,
+    )
+
     mcp_servers_raw: str = setting(
         env.MCP_SERVERS,
         "tools",
@@ -236,11 +269,14 @@ class AgentSettings(EnvSettings):
         "`session`, `agent` or `user`; wider than `session` needs `remote`; `store` refused",
         default="session",
     )
-    memory_tools: bool = setting(
+    memory_tools: MemoryTools = setting(
         env.MEMORY_TOOLS,
         "memory",
-        "offer `search_memory` and `save_memory` to the model; needs `remote`",
-        default=False,
+        "memory tools offered to the model: `all` (`search_memory` and `save_memory`), `read`"
+        " (`search_memory`), `write` (`save_memory`) or `none`; anything but `none` needs"
+        " `remote`. The booleans of earlier versions are read as `all` (`true`) and `none`"
+        " (`false`)",
+        default="none",
     )
     memory_failure_mode: FailureMode = setting(
         env.MEMORY_FAILURE_MODE,
@@ -439,6 +475,16 @@ class AgentSettings(EnvSettings):
         le=300,
     )
 
+    @field_validator("memory_tools", mode="before")
+    @classmethod
+    def _legacy_memory_tools(cls, value: object) -> object:
+        # Pods configured before the tools became a mode carry a boolean.
+        if isinstance(value, bool):
+            return "all" if value else "none"
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return "all" if value.strip().lower() == "true" else "none"
+        return value
+
     @field_validator("model_api_url", "memory_endpoint", "public_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
@@ -484,8 +530,10 @@ class AgentSettings(EnvSettings):
                 raise ValueError(
                     f"{env.MEMORY_ENDPOINT} is set but {env.MEMORY_TYPE}={self.memory_type}"
                 )
-            if self.memory_tools:
-                raise ValueError(f"{env.MEMORY_TOOLS}=true needs {env.MEMORY_TYPE}=remote")
+            if self.memory_tools != "none":
+                raise ValueError(
+                    f"{env.MEMORY_TOOLS}={self.memory_tools} needs {env.MEMORY_TYPE}=remote"
+                )
             if self.memory_max_read_scope != "session":
                 raise ValueError(
                     f"{env.MEMORY_MAX_READ_SCOPE}={self.memory_max_read_scope} needs "
@@ -533,6 +581,12 @@ class AgentSettings(EnvSettings):
             api_key=self.model_api_key,
             timeout_seconds=self.model_timeout_seconds,
             max_steps=self.max_steps,
+        )
+
+    @property
+    def budget(self) -> RunBudget:
+        return RunBudget(
+            max_tool_calls=self.task_max_tool_calls, max_wall_seconds=self.task_max_wall_seconds
         )
 
     @property

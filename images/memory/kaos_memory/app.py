@@ -44,6 +44,7 @@ from kaos_memory.keys import (
     SERVICE_KEY,
     SETTINGS_KEY,
 )
+from kaos_memory.limit import concurrency_limit
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.routes import add_routes
 from kaos_memory.service import MemoryService
@@ -62,6 +63,9 @@ def create_app(settings: MemorySettings, *, deps: MemoryDeps | None = None) -> w
     app[SETTINGS_KEY] = settings
     app[DEPS_KEY] = deps if deps is not None else default_deps(settings)
     app[METRICS_KEY] = MemoryMetrics.create(app[REGISTRY_KEY])
+    if settings.http.max_concurrent_requests:
+        # Inside the error middleware, so a refusal carries the request id like any error.
+        app.middlewares.append(concurrency_limit(settings.http.max_concurrent_requests))
     if settings.backend.mode == "local":
         app.cleanup_ctx.append(_data_dir_ctx)
     app.cleanup_ctx.append(_conversation_ctx)
@@ -172,6 +176,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
             lease_ttl=consolidation.lease_ttl,
             max_attempts=consolidation.extraction_max_attempts,
             sweep_interval=consolidation.sweep_interval,
+            extraction_concurrency=consolidation.extraction_concurrency,
         ),
         clock=deps.clock,
     )

@@ -55,11 +55,14 @@ def window(rows_newest_first: Sequence[TurnRow], budget: int, max_events: int) -
     return taken
 
 
-def digest_messages(previous: str | None, turns: Sequence[TurnRow]) -> list[dict[str, str]]:
-    """Chat messages asking the summarisation model for the next digest version."""
+def digest_messages(
+    previous: str | None, turns: Sequence[TurnRow], system_prompt: str | None = None
+) -> list[dict[str, str]]:
+    """Chat messages asking the summarisation model for the next digest version
+    (``system_prompt`` replaces the built-in one)."""
     lines = "\n".join(f"{t.role}: {t.content}" for t in turns)
     user = f"## Previous digest\n{previous if previous else '(none)'}\n\n## New turns\n{lines}\n"
     return [
-        {"role": "system", "content": DIGEST_SYSTEM_PROMPT},
+        {"role": "system", "content": system_prompt or DIGEST_SYSTEM_PROMPT},
         {"role": "user", "content": user},
     ]

@@ -86,6 +86,8 @@ class ConsolidationPolicy:
     lease_ttl: float
     max_attempts: int
     sweep_interval: float
+    # Extractions (Mem0 calls) running at once across this replica's sessions.
+    extraction_concurrency: int = 2
 
 
 class Consolidator:
@@ -114,6 +116,9 @@ class Consolidator:
         self.replica = replica or replica_id()
         self.clock = clock
         self._queued: set[str] = set()
+        # Bounds the model and vector-store load of extraction, which a burst of folds of
+        # many sessions would otherwise multiply by the executor's workers.
+        self._extracting = asyncio.Semaphore(policy.extraction_concurrency)
 
     # --- scheduling ---------------------------------------------------------------------------
 
@@ -294,8 +299,9 @@ class Consolidator:
         )
 
     async def _extract(self, fold: Fold, lease: Lease) -> None:
-        with fold_span("extract", self.group, self.replica, [fold]):
-            await self._extract_fold(fold, lease)
+        async with self._extracting:
+            with fold_span("extract", self.group, self.replica, [fold]):
+                await self._extract_fold(fold, lease)
 
     async def _extract_fold(self, fold: Fold, lease: Lease) -> None:
         attempt = await self.conversation.begin_extraction(fold, lease.owner)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from kaos_memory.clock import Clock, wall_clock
 from kaos_memory.settings import MemorySettings, StorageSettings
 from kaos_memory.storage.base import ConversationStore, LongTermStore
+from kaos_memory.storage.disabled import DisabledLongTermStore
 from kaos_memory.storage.longterm import Mem0LongTermStore
 from kaos_memory.storage.sql.store import SqlConversationStore
 from kaos_memory.summarizer import Summarizer
@@ -41,13 +42,21 @@ def conversation_store(storage: StorageSettings, clock: Clock = wall_clock) -> C
 
 
 def default_deps(settings: MemorySettings, clock: Clock = wall_clock) -> MemoryDeps:
-    """The parts the settings ask for: SQLite or PostgreSQL, Mem0, the model endpoint."""
+    """The parts the settings ask for: SQLite or PostgreSQL, Mem0 (or no long-term tier),
+    the summarisation endpoint."""
     models = settings.models
+    longterm: LongTermStore = (
+        Mem0LongTermStore(settings) if settings.long_term_enabled else DisabledLongTermStore()
+    )
     return MemoryDeps(
         conversation=conversation_store(settings.backend, clock),
-        longterm=Mem0LongTermStore(settings),
+        longterm=longterm,
         summarizer=Summarizer(
-            models.base_url, models.summarization_model, models.api_key, models.timeout
+            models.summarization_base_url,
+            models.summarization_model,
+            models.summarization_api_key,
+            models.timeout,
+            system_prompt=models.digest_prompt,
         ),
         clock=clock,
     )

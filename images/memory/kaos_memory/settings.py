@@ -84,6 +84,8 @@ class HttpSettings:
     port: int
     log_level: str
     max_body_bytes: int
+    # Memory requests served at once (0: unlimited); one more is 429 with Retry-After.
+    max_concurrent_requests: int = 0
 
 
 @dataclass(frozen=True)
@@ -107,13 +109,22 @@ class StorageSettings:
 
 @dataclass(frozen=True)
 class ModelSettings:
-    base_url: str
-    api_key: str | None
+    """Each role's endpoint, key and model: summarisation (digest and extraction) and
+    embedding (the index) may be served by different ModelAPIs."""
+
+    summarization_base_url: str
+    summarization_api_key: str | None
     summarization_model: str
+    embedding_base_url: str
+    embedding_api_key: str | None
     embedding_model: str
     embedding_dims: int
     timeout: float
     embed_timeout: float
+    # The digest call's system prompt and the instructions added to Mem0's extraction
+    # prompt; ``None`` keeps the built-in ones.
+    digest_prompt: str | None = None
+    extraction_prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +165,7 @@ class ConsolidationSettings:
     sweep_interval: float
     idle_flush_seconds: float
     extraction_max_attempts: int
+    extraction_concurrency: int = 2
 
 
 class MemorySettings(EnvSettings):
@@ -171,6 +183,15 @@ class MemorySettings(EnvSettings):
     log_level: str = setting("http", "log level of the JSON logs on stderr", default="INFO")
     max_body_bytes: int = setting(
         "http", "request body limit (413 above it)", default=1024 * 1024, ge=1024
+    )
+    max_concurrent_requests: int = setting(
+        "http",
+        "memory requests (`/v1/*`) served at once; one more is answered 429"
+        " `too_many_requests` with `Retry-After: 1` before its body is read, and changes"
+        " nothing (health, readiness and metrics are never limited); `0`: unlimited",
+        default=0,
+        ge=0,
+        le=100_000,
     )
 
     storage: Literal["local", "external"] = setting(
@@ -219,18 +240,35 @@ class MemorySettings(EnvSettings):
 
     model_base_url: str = setting(
         "models",
-        "OpenAI-compatible base URL (ending in `/v1`) for both model roles",
+        "OpenAI-compatible base URL (ending in `/v1`) of both model roles unless a role has"
+        " its own",
         default="http://127.0.0.1:8000/v1",
+    )
+    summarization_base_url: str | None = setting(
+        "models",
+        "OpenAI-compatible base URL (ending in `/v1`) of the summarisation model (digest and"
+        " Mem0 extraction) when it is served apart (e.g. a hosted LLM)",
+        default=None,
+        default_doc="= `MODEL_BASE_URL`",
     )
     embedding_base_url: str | None = setting(
         "models",
         "OpenAI-compatible base URL (ending in `/v1`) of the embedding model when it is served"
-        " apart from the chat model (e.g. a dedicated embedding server)",
+        " apart (e.g. a local embedding server)",
         default=None,
         default_doc="= `MODEL_BASE_URL`",
     )
     api_key: str | None = setting(
-        "models", "bearer key for the model endpoint (optional)", default=None
+        "models", "bearer key for the model endpoint of both roles (optional)", default=None
+    )
+    summarization_api_key: str | None = setting(
+        "models",
+        "bearer key for the summarisation endpoint",
+        default=None,
+        default_doc="= `API_KEY`",
+    )
+    embedding_api_key: str | None = setting(
+        "models", "bearer key for the embedding endpoint", default=None, default_doc="= `API_KEY`"
     )
     summarization_model: str = setting(
         "models", "model for Mem0 extraction and the session digest", default="summarizer"
@@ -251,6 +289,21 @@ class MemorySettings(EnvSettings):
     )
     embed_timeout: float = setting(
         "models", "seconds one embedding call may take", default=10.0, gt=0
+    )
+    digest_prompt: str | None = setting(
+        "models",
+        "system prompt of the digest call (the built-in one asks for a concise narrative of"
+        " the conversation so far)",
+        default=None,
+        default_doc="built in",
+        min_length=1,
+    )
+    extraction_prompt: str | None = setting(
+        "models",
+        "instructions added to Mem0's fact-extraction prompt (its custom instructions), e.g."
+        " what to keep or never keep",
+        default=None,
+        min_length=1,
     )
 
     token_budget: int = setting(
@@ -300,6 +353,14 @@ class MemorySettings(EnvSettings):
         " also bounds the vector-store check of a strict write",
         default=5.0,
         gt=0,
+    )
+    long_term_enabled: bool = setting(
+        "tiers",
+        "`false`: a window-and-digest store with no vector index: no Chroma or pgvector"
+        " collection is created and Mem0 is not loaded, folds write digests but extract"
+        " nothing, the long-term tier of a recall or list answers no facts (not degraded),"
+        " and a forget erases the conversational tiers",
+        default=True,
     )
     recall_threshold: float = setting(
         "tiers",
@@ -400,6 +461,14 @@ class MemorySettings(EnvSettings):
         default=200,
         ge=1,
         le=100_000,
+    )
+    extraction_concurrency: int = setting(
+        "consolidation",
+        "extractions (Mem0 calls) one replica runs at once across sessions (one session's"
+        " extractions always run one at a time, in order)",
+        default=2,
+        ge=1,
+        le=64,
     )
 
     auth_mode: AuthMode = setting(
@@ -603,7 +672,13 @@ class MemorySettings(EnvSettings):
 
     @property
     def http(self) -> HttpSettings:
-        return HttpSettings(self.host, self.port, self.log_level, self.max_body_bytes)
+        return HttpSettings(
+            self.host,
+            self.port,
+            self.log_level,
+            self.max_body_bytes,
+            self.max_concurrent_requests,
+        )
 
     @property
     def backend(self) -> StorageSettings:
@@ -618,13 +693,17 @@ class MemorySettings(EnvSettings):
     @property
     def models(self) -> ModelSettings:
         return ModelSettings(
-            base_url=self.model_base_url,
-            api_key=self.api_key,
+            summarization_base_url=self.summarization_base_url or self.model_base_url,
+            summarization_api_key=self.summarization_api_key or self.api_key,
             summarization_model=self.summarization_model,
+            embedding_base_url=self.embedding_base_url or self.model_base_url,
+            embedding_api_key=self.embedding_api_key or self.api_key,
             embedding_model=self.embedding_model,
             embedding_dims=self.embedding_dims,
             timeout=self.model_timeout,
             embed_timeout=self.embed_timeout,
+            digest_prompt=self.digest_prompt,
+            extraction_prompt=self.extraction_prompt,
         )
 
     @property
@@ -667,6 +746,7 @@ class MemorySettings(EnvSettings):
             sweep_interval=self.sweep_interval,
             idle_flush_seconds=self.idle_flush_seconds,
             extraction_max_attempts=self.extraction_max_attempts,
+            extraction_concurrency=self.extraction_concurrency,
         )
 
     @property

@@ -28,9 +28,18 @@ class SummarizerError(Exception):
 
 
 class Summarizer:
-    def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None,
+        timeout: float,
+        *,
+        system_prompt: str | None = None,
+    ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
+        self.system_prompt = system_prompt
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
@@ -80,7 +89,7 @@ class Summarizer:
             raise RuntimeError("summarizer is not started")
         body = {
             "model": self.model,
-            "messages": digest_messages(previous, turns),
+            "messages": digest_messages(previous, turns, self.system_prompt),
             "temperature": 0,
         }
         try:

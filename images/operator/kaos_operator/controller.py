@@ -30,7 +30,7 @@ from kaos_operator.apply import apply_all, controller_uid, prune
 from kaos_operator.desired.common import MANAGED_BY_SELECTOR
 from kaos_operator.events import EventRecorder
 from kaos_operator.index import ObjKey, RefIndex
-from kaos_operator.kube import OWNED_TYPES, KubeClient, Obj, ResourceType
+from kaos_operator.kube import KubeClient, Obj, ResourceType, owned_types
 from kaos_operator.metrics import OperatorMetrics
 from kaos_operator.queue import Workers, WorkQueue
 from kaos_operator.reconcilers import Reconciler, build_reconcilers
@@ -87,7 +87,7 @@ class Controller:
         self.owned: dict[str, Informer] = {}
         self._owned_by: dict[str, set[tuple[str, str, str]]] = {}
         self._owner_of: dict[tuple[str, str, str], str] = {}
-        for rt in OWNED_TYPES:
+        for rt in owned_types(settings.gateway_api_enabled):
             inf = Informer(client, rt, namespace=ns, label_selector=MANAGED_BY_SELECTOR)
             inf.add_handler(self._owned_handler(rt))
             self.owned[rt.kind] = inf

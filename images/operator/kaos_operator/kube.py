@@ -87,7 +87,16 @@ OWNED_TYPES: tuple[ResourceType, ...] = (
     SERVICEACCOUNTS,
     NETWORKPOLICIES,
 )
-_BY_KIND = {(t.api_version, t.kind): t for t in OWNED_TYPES}
+# Made only with Gateway API on (the chart's gatewayAPI.enabled): its CRDs may be absent
+# otherwise, and watching a type that does not exist would never sync.
+HTTPROUTES = ResourceType("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
+GATEWAY_TYPES: tuple[ResourceType, ...] = (HTTPROUTES,)
+_BY_KIND = {(t.api_version, t.kind): t for t in (*OWNED_TYPES, *GATEWAY_TYPES)}
+
+
+def owned_types(gateway_api: bool) -> tuple[ResourceType, ...]:
+    """The kinds the operator creates and so watches, given Gateway API on or off."""
+    return (*OWNED_TYPES, *GATEWAY_TYPES) if gateway_api else OWNED_TYPES
 
 
 def type_of(obj: Obj) -> ResourceType:

@@ -7,8 +7,10 @@ MemoryStore can change what it makes the memory services enforce.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,7 +28,8 @@ from kaos_core.crds.common import Telemetry
 from kaos_core.settings import EnvSettings
 from kubernetes_asyncio.config import ConfigException
 from kubernetes_asyncio.config.kube_config import list_kube_config_contexts
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,43 @@ class Images:
 
 
 @dataclass(frozen=True)
+class GatewayRef:
+    """The Gateway (Gateway API) every resource's HTTPRoute attaches to."""
+
+    name: str
+    namespace: str
+    section_name: str | None = None
+
+
+ParamsMode = Literal["env", "file", "args", "none"]
+
+
+class McpRuntime(BaseModel):
+    """One MCP runtime of the registry (the chart's ``mcpRuntimes``): how to run a server.
+
+    ``params`` says how an MCPServer's spec.params reaches it: ``env`` (the variable
+    ``paramsEnv``), ``file`` (a ConfigMap file at ``paramsPath``), ``args`` (appended to
+    args, one per line) or ``none``.
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    image: str = Field(min_length=1, max_length=512)
+    command: list[str] | None = None
+    args: list[str] = Field(default_factory=list)
+    port: int = Field(default=8000, ge=1, le=65535)
+    path: str = Field(default="/mcp", pattern=r"^/")
+    params: ParamsMode = "env"
+    params_env: str = Field(default="MCP_PARAMS", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    params_path: str = Field(default="/etc/mcp/params", pattern=r"^/.+/[^/]+$")
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+# Runtimes the operator knows without the registry (an MCPServer's spec.runtime).
+BUILTIN_RUNTIMES = ("python-string", "custom")
+
+
+@dataclass(frozen=True)
 class ReconcileSettings:
     """What reconcilers read: the images they deploy and the posture they enforce."""
 
@@ -92,6 +132,10 @@ class ReconcileSettings:
     posture: Posture
     # The tracing default of every pod (the chart's ``telemetry`` values).
     telemetry: Telemetry = field(default_factory=Telemetry)
+    # Gateway API on (the chart's ``gatewayAPI``): the Gateway routes attach to.
+    gateway: GatewayRef | None = None
+    # The MCP runtime registry (the chart's ``mcpRuntimes``), by name.
+    mcp_runtimes: Mapping[str, McpRuntime] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -190,6 +234,36 @@ class OperatorSettings(EnvSettings):
         json_schema_extra=_env("KAOS_TELEMETRY_CAPTURE_CONTENT"),
     )
 
+    gateway_api_enabled: bool = Field(
+        default=False,
+        description="Make an HTTPRoute for each Agent, ModelAPI and MCPServer with "
+        "spec.gatewayRoute (needs the Gateway API CRDs).",
+        json_schema_extra=_env("KAOS_GATEWAY_API_ENABLED"),
+    )
+    gateway_name: str = Field(
+        default="",
+        pattern=r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="With Gateway API on: the Gateway the routes attach to.",
+        json_schema_extra=_env("KAOS_GATEWAY_NAME"),
+    )
+    gateway_namespace: str = Field(
+        default="",
+        pattern=r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="The Gateway's namespace; empty: each resource's own.",
+        json_schema_extra=_env("KAOS_GATEWAY_NAMESPACE"),
+    )
+    gateway_section_name: str = Field(
+        default="",
+        description="The Gateway listener the routes attach to; empty: every listener.",
+        json_schema_extra=_env("KAOS_GATEWAY_SECTION_NAME"),
+    )
+    mcp_runtimes: str = Field(
+        default="{}",
+        description="The MCP runtime registry as JSON: name -> runtime (image, command, args, "
+        "port, path, params, paramsEnv, paramsPath, env).",
+        json_schema_extra=_env("KAOS_MCP_RUNTIMES"),
+    )
+
     kubeconfig: str | None = Field(default=None, json_schema_extra=_env("KUBECONFIG"))
     watch_namespace: str | None = Field(
         default=None, description="Watch only this namespace (default: all namespaces)."
@@ -220,7 +294,41 @@ class OperatorSettings(EnvSettings):
                 "need KAOS_OPERATOR_RETRY_PERIOD < KAOS_OPERATOR_RENEW_DEADLINE < "
                 "KAOS_OPERATOR_LEASE_DURATION"
             )
+        if self.gateway_api_enabled and not self.gateway_name:
+            raise ValueError("KAOS_GATEWAY_API_ENABLED needs KAOS_GATEWAY_NAME")
+        self.runtimes()  # a bad registry stops the operator at start, naming the entry
         return self
+
+    def runtimes(self) -> dict[str, McpRuntime]:
+        try:
+            raw = json.loads(self.mcp_runtimes or "{}")
+        except ValueError:
+            raise ValueError("KAOS_MCP_RUNTIMES is not JSON") from None
+        if not isinstance(raw, dict):
+            raise ValueError("KAOS_MCP_RUNTIMES must map runtime names to runtimes")
+        out = {}
+        for name, entry in raw.items():
+            if name in BUILTIN_RUNTIMES:
+                raise ValueError(f"KAOS_MCP_RUNTIMES: {name} is a built-in runtime")
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name) or len(name) > 63:
+                raise ValueError(f"KAOS_MCP_RUNTIMES: {name!r} is not a runtime name")
+            try:
+                out[name] = McpRuntime.model_validate(entry)
+            except ValidationError as exc:
+                first = exc.errors(include_url=False, include_input=False)[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise ValueError(f"KAOS_MCP_RUNTIMES: {name}.{where}: {first['msg']}") from None
+        return out
+
+    @property
+    def gateway(self) -> GatewayRef | None:
+        if not self.gateway_api_enabled:
+            return None
+        return GatewayRef(
+            name=self.gateway_name,
+            namespace=self.gateway_namespace,
+            section_name=self.gateway_section_name or None,
+        )
 
     @property
     def posture(self) -> Posture:
@@ -255,7 +363,13 @@ class OperatorSettings(EnvSettings):
 
     @property
     def reconcile(self) -> ReconcileSettings:
-        return ReconcileSettings(images=self.images, posture=self.posture, telemetry=self.telemetry)
+        return ReconcileSettings(
+            images=self.images,
+            posture=self.posture,
+            telemetry=self.telemetry,
+            gateway=self.gateway,
+            mcp_runtimes=self.runtimes(),
+        )
 
     @property
     def leader(self) -> LeaderSettings:

@@ -28,6 +28,7 @@ from kaos_operator.settings import OperatorSettings
 
 from tests.support.localstack import (
     DELEGATED_MESSAGE,
+    EMBEDDINGS,
     OVERLAY,
     SCRIPT,
     WORD_COUNT_TEXT,
@@ -57,6 +58,7 @@ ADDRESS_KEYS = {
     "KAOS_MEMORY_PORT",
     "KAOS_MEMORY_DATA_DIR",
     "KAOS_MEMORY_MODEL_BASE_URL",
+    "KAOS_MEMORY_EMBEDDING_BASE_URL",
 }
 
 
@@ -195,6 +197,7 @@ def _expected_env(stack: LocalStack, key: str) -> dict[str, str]:
             images=operator.images,
             posture=operator.posture,
             model_api_url=stack.url("devmodel"),
+            embedding_model_api_url=stack.url(EMBEDDINGS),
             summarization_model=store.spec.models.summarization.model or model,
             embedding_model=store.spec.models.embedding.model or model,
             listen_host="127.0.0.1",
@@ -224,6 +227,7 @@ def _expected_env(stack: LocalStack, key: str) -> dict[str, str]:
 def test_every_sample_resource_runs_as_a_process(stack: LocalStack) -> None:
     assert set(stack.procs) == {
         "devmodel",
+        EMBEDDINGS,
         f"MemoryStore/{stack.store.name}",
         "MCPServer/text-tools",
         "Agent/researcher",
@@ -239,7 +243,7 @@ def test_each_process_has_exactly_the_desired_state_env_plus_the_overlay(
     checked = 0
     for key, proc in stack.procs.items():
         spec = stack.plan[key]
-        if key == "devmodel":
+        if key in ("devmodel", EMBEDDINGS):
             continue  # no resource of its own: it runs the sample Deployment's command
         running = process_settings_env(proc.proc.pid, spec.program)
         assert set(spec.overlay) <= set(OVERLAY), key
@@ -430,3 +434,47 @@ async def test_forget_erases_a_principals_rows_and_nothing_else(
     assert alice_folded.fact in await facts(stack, "coordinator", alice_folded.principal)
     reply = await ask(http, stack, "coordinator", carol.principal, "g-carol-2", "Where do I live?")
     assert reply.text == "From long-term memory:\nNo matching memories."
+
+
+# --- per-role model bindings and GET /tools (issue 17) -----------------------------------
+
+
+async def test_each_model_role_reaches_its_own_endpoint(
+    stack: LocalStack, alice_folded: Folded
+) -> None:
+    """The store's embedding role is bound to the second ModelAPI, summarisation to the
+    sample's: every embedding reached the second devmodel process, every digest and
+    extraction the first, and neither got the other's calls."""
+    api = stack.samples.model_api.name
+    assert stack.store.spec.models.embedding.model_api == f"{api}-embeddings"
+    embedder, summarizer = stack.embedding_devmodel, stack.devmodel
+    assert embedder.url != summarizer.url
+    # A recall's query is embedded at the embedding endpoint.
+    query = "which city does the role test ask about"
+    async with stack.memory_client("coordinator") as mem:
+        await mem.recall("agent", query, principal=alice_folded.principal, include=["long_term"])
+    embedded = [t for r in await embedder.aembedding_requests() for t in r["input"]]
+    assert query in embedded
+    assert await embedder.arequests() == []
+    kinds = {r["kind"] for r in await summarizer.arequests()}
+    assert {"digest", "extraction"} <= kinds
+    assert await summarizer.aembedding_requests() == []
+
+
+async def test_get_tools_lists_the_coordinators_tools(
+    stack: LocalStack, http: aiohttp.ClientSession
+) -> None:
+    async with http.get(stack.agent_url("coordinator") + "/tools") as resp:
+        assert resp.status == 200
+        body = await resp.json()
+    sources = {t["name"]: t["source"] for t in body["tools"]}
+    assert sources == {
+        "delegate_to_researcher": "delegation",
+        "search_memory": "memory",
+        "save_memory": "memory",
+    }
+    assert body["unavailable"] == []
+    async with http.get(stack.agent_url("researcher") + "/tools") as resp:
+        researcher = await resp.json()
+    assert {t["source"] for t in researcher["tools"]} == {"mcp:text-tools"}
+    assert "word_count" in {t["name"] for t in researcher["tools"]}

@@ -28,7 +28,9 @@ async def refused(kube: KubeClient, ns: str, kind: str, spec: dict[str, Any]) ->
             "memory type remote requires memoryStore; type local forbids it",
         ),
         ({"maxReadScope": "agent"}, "a maxReadScope other than session requires a memoryStore"),
-        ({"tools": True}, "memory tools require a memoryStore"),
+        ({"tools": "all"}, "memory tools require a memoryStore"),
+        # The boolean of earlier versions is refused, naming the field.
+        ({"type": "remote", "memoryStore": "mem", "tools": True}, "spec.config.memory.tools"),
     ],
 )
 async def test_agent_memory_binding_rules(
@@ -60,9 +62,14 @@ async def test_agent_memory_binding_rules(
             "foldTriggerTokens must not exceed tokenBudget",
         ),
         (
-            {"models": {"summarization": {"modelAPI": "a"}, "embedding": {"modelAPI": "b"}}},
-            "summarization and embedding must use the same ModelAPI",
+            {"tiers": {"longTerm": {"scoreThreshold": 1.5}}},
+            "spec.tiers.longTerm.scoreThreshold",
         ),
+        (
+            {"tiers": {"longTerm": {"extractionConcurrency": 0}}},
+            "spec.tiers.longTerm.extractionConcurrency",
+        ),
+        ({"maxConcurrentRequests": 0}, "spec.maxConcurrentRequests"),
     ],
 )
 async def test_memory_store_rules(
@@ -91,13 +98,24 @@ async def test_valid_resources_get_defaults(kube: KubeClient, k8s_namespace: str
     assert spec["config"]["memory"] == {
         "enabled": True,
         "type": "local",
-        "tools": False,
+        "tools": "none",
         "failureMode": "soft",
     }
     store = await kube.create(MEMORYSTORES, k8s_namespace, body("MemoryStore", "m1", store_spec()))
     assert store["spec"]["storage"] == {"type": "local", "size": "1Gi"}
     assert store["spec"]["maxReadScope"] == "agent"
     assert store["spec"]["tiers"]["shortTerm"]["tokenBudget"] == 4096
+    assert store["spec"]["tiers"]["longTerm"] == {"enabled": True, "recallTopK": 10}
+    # Each model role may name its own ModelAPI.
+    roles = {
+        "summarization": {"modelAPI": "hosted", "apiKeySecret": {"name": "k", "key": "token"}},
+        "embedding": {"modelAPI": "local-emb", "dimensions": 384},
+    }
+    split = await kube.create(
+        MEMORYSTORES, k8s_namespace, body("MemoryStore", "m3", {"models": roles})
+    )
+    assert split["spec"]["models"]["embedding"]["modelAPI"] == "local-emb"
+    assert split["spec"]["models"]["summarization"]["apiKeySecret"] == {"name": "k", "key": "token"}
     external = store_spec(storage={"type": "external", "connectionSecret": {"name": "pg"}})
     ext = await kube.create(MEMORYSTORES, k8s_namespace, body("MemoryStore", "m2", external))
     assert ext["spec"]["storage"]["connectionSecret"] == {"name": "pg", "key": "dsn"}

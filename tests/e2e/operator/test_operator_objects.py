@@ -52,7 +52,7 @@ async def test_a_wired_agent_and_its_dependencies(
             "config": {
                 "instructions": "Be brief.",
                 "reasoningLoopMaxSteps": 7,
-                "memory": {"type": "remote", "memoryStore": "mem", "tools": True},
+                "memory": {"type": "remote", "memoryStore": "mem", "tools": "all"},
             },
         },
     )
@@ -88,7 +88,7 @@ async def test_a_wired_agent_and_its_dependencies(
         "MEMORY_TYPE": "remote",
         "MEMORY_ENDPOINT": f"http://mem.{ns}.svc:8080",
         "MEMORY_MAX_READ_SCOPE": "agent",
-        "MEMORY_TOOLS": "true",
+        "MEMORY_TOOLS": "all",
         "MEMORY_FAILURE_MODE": "soft",
         "MEMORY_REQUIRE_PRINCIPAL": "false",
         "MEMORY_REQUIRE_AGENT_IDENTITY": "false",

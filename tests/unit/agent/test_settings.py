@@ -49,7 +49,11 @@ def test_lists_are_parsed() -> None:
         ({"AGENT_SUB_AGENTS": "a:http://x,a:http://y"}, "duplicate names a"),
         ({"AGENT_SUB_AGENTS": "a:ftp://x"}, "is not an http(s) URL"),
         ({"MEMORY_TYPE": "remote"}, "MEMORY_TYPE=remote needs MEMORY_ENDPOINT"),
-        ({"MEMORY_TOOLS": "true"}, "MEMORY_TOOLS=true needs MEMORY_TYPE=remote"),
+        ({"MEMORY_TOOLS": "read"}, "MEMORY_TOOLS=read needs MEMORY_TYPE=remote"),
+        ({"MEMORY_TOOLS": "true"}, "MEMORY_TOOLS=all needs MEMORY_TYPE=remote"),
+        ({"MEMORY_TOOLS": "some"}, "MEMORY_TOOLS"),
+        ({"TASK_MAX_TOOL_CALLS": "-1"}, "TASK_MAX_TOOL_CALLS='-1'"),
+        ({"TASK_MAX_WALL_SECONDS": "0"}, "TASK_MAX_WALL_SECONDS='0'"),
         ({"MEMORY_MAX_READ_SCOPE": "user"}, "needs MEMORY_TYPE=remote"),
         (
             {

@@ -109,6 +109,11 @@ def test_operator_settings_come_from_the_configmap_and_env(helm: Helm) -> None:
         "KAOS_TELEMETRY_ENDPOINT": "",
         "KAOS_TELEMETRY_SAMPLING_RATIO": "1",
         "KAOS_TELEMETRY_CAPTURE_CONTENT": "false",
+        "KAOS_GATEWAY_API_ENABLED": "false",
+        "KAOS_GATEWAY_NAME": "",
+        "KAOS_GATEWAY_NAMESPACE": "",
+        "KAOS_GATEWAY_SECTION_NAME": "",
+        "KAOS_MCP_RUNTIMES": "{}",
     }
     env = env_of(container)
     assert env["KAOS_OPERATOR_LEADER_ELECTION"] == "true"

@@ -65,7 +65,7 @@ def test_agent_deploy_flags_build_a_valid_agent(capsys: pytest.CaptureFixture[st
         "agentNetwork": {"expose": True, "access": ["peer"]},
         "config": {
             "instructions": "Be brief.",
-            "memory": {"type": "remote", "memoryStore": "mem", "tools": True},
+            "memory": {"type": "remote", "memoryStore": "mem", "tools": "all"},
         },
     }
 
@@ -236,8 +236,12 @@ def test_tools_from_card_and_from_spec() -> None:
     spec = {
         "mcpServers": ["text"],
         "agentNetwork": {"access": ["re-search"]},
-        "config": {"memory": {"tools": True}},
+        "config": {"memory": {"tools": "read"}},
     }
     rows = tools_from_spec({"spec": spec})
     assert [r["source"] for r in rows] == ["mcp:text", "peer:re-search", "memory"]
+    assert rows[2]["name"] == "search_memory"
+    # An object stored before tools became a mode: true offered both tools.
+    legacy = tools_from_spec({"spec": {"config": {"memory": {"tools": True}}}})
+    assert [r["name"] for r in legacy] == ["search_memory", "save_memory"]
     assert rows[1]["name"] == "delegate_to_re_search"

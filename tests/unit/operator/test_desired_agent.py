@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from kaos_agent.settings import AgentSettings
 from kaos_core.crds import reasons
 from kaos_operator.desired import AgentContext, Endpoint, agent_env, desired_agent_objects
 from kaos_operator.desired.agent import agent_refusal, effective_read_scope
@@ -44,7 +45,7 @@ def test_minimal_agent_env() -> None:
         "REASONING_LOOP_MAX_STEPS": "5",
         "MEMORY_TYPE": "local",
         "MEMORY_MAX_READ_SCOPE": "session",
-        "MEMORY_TOOLS": "false",
+        "MEMORY_TOOLS": "none",
         "MEMORY_FAILURE_MODE": "soft",
         "MEMORY_REQUIRE_PRINCIPAL": "false",
         "MEMORY_REQUIRE_AGENT_IDENTITY": "false",
@@ -64,7 +65,7 @@ def test_full_agent_env() -> None:
                 "type": "remote",
                 "memoryStore": "mem",
                 "maxReadScope": "agent",
-                "tools": True,
+                "tools": "read",
                 "failureMode": "strict",
             },
             "autonomous": {"goal": "tidy up", "intervalSeconds": 30},
@@ -93,7 +94,7 @@ def test_full_agent_env() -> None:
     assert env["MEMORY_TYPE"] == "remote"
     assert env["MEMORY_ENDPOINT"] == "http://mem.ns.svc:8080"
     assert env["MEMORY_MAX_READ_SCOPE"] == "agent"
-    assert env["MEMORY_TOOLS"] == "true"
+    assert env["MEMORY_TOOLS"] == "read"
     assert env["MEMORY_FAILURE_MODE"] == "strict"
     assert env["AUTONOMOUS_GOAL"] == "tidy up"
     assert env["AUTONOMOUS_INTERVAL_SECONDS"] == "30"
@@ -182,3 +183,38 @@ def test_objects_are_owned_and_wired() -> None:
 def test_default_image_from_settings() -> None:
     dep = desired_agent_objects(agent(), ctx())[0]
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGES.agent
+
+
+# -- run budgets and memory tool modes (issue 17) ------------------------------------------
+
+
+def test_task_config_is_projected_and_loads() -> None:
+    a = agent("a1", config={"taskConfig": {"maxToolCalls": 3, "maxWallTimeSeconds": 90}})
+    env = agent_env(a, ctx())
+    assert env["TASK_MAX_TOOL_CALLS"] == "3"
+    assert env["TASK_MAX_WALL_SECONDS"] == "90"
+    budget = AgentSettings.from_env(env).budget
+    assert (budget.max_tool_calls, budget.max_wall_seconds) == (3, 90.0)
+
+
+def test_no_task_config_sets_no_budget() -> None:
+    env = agent_env(agent("a1"), ctx())
+    assert "TASK_MAX_TOOL_CALLS" not in env and "TASK_MAX_WALL_SECONDS" not in env
+
+
+def test_memory_tool_modes_reach_the_runtime() -> None:
+    for mode in ("all", "read", "write", "none"):
+        a = agent("a1", config={"memory": {**REMOTE_MEMORY, "tools": mode}})
+        env = agent_env(a, ctx(memory_endpoint="http://mem.ns.svc:8080"))
+        assert env["MEMORY_TOOLS"] == mode
+        assert AgentSettings.from_env(env).memory.tools == mode
+
+
+def test_a_stored_boolean_reads_as_a_mode() -> None:
+    """An Agent stored before tools became a mode still reconciles: true is all."""
+    for stored, mode in ((True, "all"), (False, "none")):
+        a = agent("a1", config={"memory": {**REMOTE_MEMORY, "tools": stored}})
+        assert a.spec.config.memory.tools == mode
+
+
+REMOTE_MEMORY = {"type": "remote", "memoryStore": "mem"}

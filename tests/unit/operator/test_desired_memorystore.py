@@ -95,12 +95,14 @@ def test_env_projects_the_spec() -> None:
         "KAOS_MEMORY_DATA_DIR": "/data/memory",
         "KAOS_MEMORY_COLLECTION": "team_a",
         "KAOS_MEMORY_MODEL_BASE_URL": "http://llm.ns.svc:4000/v1",
+        "KAOS_MEMORY_EMBEDDING_BASE_URL": "http://llm.ns.svc:4000/v1",
         "KAOS_MEMORY_SUMMARIZATION_MODEL": "sum",
         "KAOS_MEMORY_EMBEDDING_MODEL": "emb",
         "KAOS_MEMORY_EMBEDDING_DIMS": "64",
         "KAOS_MEMORY_TOKEN_BUDGET": "8000",
         "KAOS_MEMORY_FOLD_TRIGGER": "6000",
         "KAOS_MEMORY_FOLD_TARGET": "3000",
+        "KAOS_MEMORY_LONG_TERM_ENABLED": "true",
         "KAOS_MEMORY_MAX_EVENTS": "500",
         "KAOS_MEMORY_IDLE_FLUSH_SECONDS": "0",
         "KAOS_MEMORY_DIGEST_RETENTION": "7",
@@ -124,3 +126,93 @@ def test_env_is_accepted_by_the_memory_service_settings() -> None:
         k for k in env if k.removeprefix("KAOS_MEMORY_").lower() not in MemorySettings.model_fields
     ]
     assert unknown == []
+
+
+# -- per-role model bindings and store tuning (issue 17) -----------------------------------
+
+TWO_APIS = {
+    "summarization": {
+        "modelAPI": "hosted",
+        "model": "gpt",
+        "apiKeySecret": {"name": "llm-key", "key": "token"},
+    },
+    "embedding": {"modelAPI": "local-emb", "model": "bge", "dimensions": 384},
+}
+
+
+def test_each_role_gets_its_own_endpoint_and_key() -> None:
+    s = store(models=TWO_APIS)
+    c = ctx(
+        model_api_url="http://hosted.ns.svc:4000",
+        embedding_model_api_url="http://local-emb.ns.svc:8000/v1",
+        summarization_model="gpt",
+        embedding_model="bge",
+    )
+    env = memory_store_env(s, c)
+    assert env["KAOS_MEMORY_MODEL_BASE_URL"] == "http://hosted.ns.svc:4000/v1"
+    assert env["KAOS_MEMORY_EMBEDDING_BASE_URL"] == "http://local-emb.ns.svc:8000/v1"
+    assert env["KAOS_MEMORY_EMBEDDING_DIMS"] == "384"
+    pod_env = env_of(by_kind(desired_memorystore_objects(s, c))["Deployment"])
+    # The key comes from the role's Secret, never as a value; the other role has none.
+    assert pod_env["KAOS_MEMORY_SUMMARIZATION_API_KEY"] == {
+        "secretKeyRef": {"name": "llm-key", "key": "token"}
+    }
+    assert "KAOS_MEMORY_EMBEDDING_API_KEY" not in pod_env
+    # The service resolves each role to its own endpoint.
+    models = MemorySettings.from_env(env).models
+    assert models.summarization_base_url == "http://hosted.ns.svc:4000/v1"
+    assert models.embedding_base_url == "http://local-emb.ns.svc:8000/v1"
+
+
+def test_one_model_api_for_both_roles_by_default() -> None:
+    env = memory_store_env(store(), ctx())
+    assert env["KAOS_MEMORY_EMBEDDING_BASE_URL"] == env["KAOS_MEMORY_MODEL_BASE_URL"]
+
+
+def test_store_tuning_is_projected_and_loads() -> None:
+    s = store(
+        maxConcurrentRequests=32,
+        tiers={
+            "mediumTerm": {"digestPrompt": "Summarise tersely."},
+            "longTerm": {
+                "enabled": False,
+                "scoreThreshold": 0.35,
+                "extractionPrompt": "Never keep phone numbers.",
+                "extractionConcurrency": 4,
+            },
+        },
+    )
+    env = memory_store_env(s, ctx())
+    assert {k: env[k] for k in env if k in TUNING} == {
+        "KAOS_MEMORY_LONG_TERM_ENABLED": "false",
+        "KAOS_MEMORY_RECALL_THRESHOLD": "0.35",
+        "KAOS_MEMORY_DIGEST_PROMPT": "Summarise tersely.",
+        "KAOS_MEMORY_EXTRACTION_PROMPT": "Never keep phone numbers.",
+        "KAOS_MEMORY_EXTRACTION_CONCURRENCY": "4",
+        "KAOS_MEMORY_MAX_CONCURRENT_REQUESTS": "32",
+    }
+    settings = MemorySettings.from_env(env)
+    assert settings.long_term_enabled is False
+    assert settings.tiers.recall_threshold == 0.35
+    assert settings.models.digest_prompt == "Summarise tersely."
+    assert settings.models.extraction_prompt == "Never keep phone numbers."
+    assert settings.consolidation.extraction_concurrency == 4
+    assert settings.http.max_concurrent_requests == 32
+
+
+TUNING = {
+    "KAOS_MEMORY_LONG_TERM_ENABLED",
+    "KAOS_MEMORY_RECALL_THRESHOLD",
+    "KAOS_MEMORY_DIGEST_PROMPT",
+    "KAOS_MEMORY_EXTRACTION_PROMPT",
+    "KAOS_MEMORY_EXTRACTION_CONCURRENCY",
+    "KAOS_MEMORY_MAX_CONCURRENT_REQUESTS",
+}
+
+
+def test_unset_tuning_leaves_the_service_defaults() -> None:
+    env = memory_store_env(store(), ctx())
+    assert {k for k in env if k in TUNING} == {"KAOS_MEMORY_LONG_TERM_ENABLED"}
+    settings = MemorySettings.from_env(env)
+    assert settings.long_term_enabled is True
+    assert settings.http.max_concurrent_requests == 0

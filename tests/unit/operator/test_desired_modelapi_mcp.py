@@ -103,7 +103,7 @@ def test_agent_env_is_accepted_by_the_runtime_settings() -> None:
     a = agent(
         "a1",
         config={
-            "memory": {"type": "remote", "memoryStore": "mem", "tools": True},
+            "memory": {"type": "remote", "memoryStore": "mem", "tools": "all"},
             "autonomous": {"goal": "g"},
         },
     )
@@ -120,5 +120,5 @@ def test_agent_env_is_accepted_by_the_runtime_settings() -> None:
     settings = AgentSettings.from_env(env)
     assert settings.identity == "kaos://agent/ns/a1"
     assert settings.memory_type == "remote"
-    assert settings.memory_tools is True
+    assert settings.memory_tools == "all"
     assert settings.memory_require_agent_identity is True

@@ -81,12 +81,13 @@ class CardBuilder:
                     "tags": ["delegation", f"peer:{peer.name}"],
                 }
             )
-        if s.memory_tools:
+        if s.memory_tools != "none":
+            what = {"all": "Searches and saves", "read": "Searches", "write": "Saves"}
             skills.append(
                 {
                     "id": "memory",
                     "name": "memory",
-                    "description": "Searches and saves long-term memory.",
+                    "description": f"{what[s.memory_tools]} long-term memory.",
                     "tags": ["memory"],
                 }
             )

@@ -21,6 +21,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from kaos_agent.context import RunDeps
 from kaos_agent.memory.base import MemoryWriteFailed
 from kaos_agent.memory.remote import RemoteMemory
+from kaos_agent.settings import MemoryTools
 
 MAX_QUERY = 4096
 MAX_SAVE = 8192
@@ -35,7 +36,11 @@ def _check_args(ctx_tool: str, args: dict[str, Any], allowed: set[str]) -> None:
         )
 
 
-def memory_toolset(memory: RemoteMemory, entitled: tuple[Level, ...]) -> FunctionToolset[RunDeps]:
+def memory_toolset(
+    memory: RemoteMemory, entitled: tuple[Level, ...], offered: MemoryTools = "all"
+) -> FunctionToolset[RunDeps]:
+    """The memory tools ``offered`` names: ``all``, ``read`` (search only), ``write``
+    (save only); a tool not offered is not in the toolset, so the model cannot call it."""
     metrics = memory.metrics
 
     def refuse(tool: str, message: str) -> ToolFailed:
@@ -127,25 +132,28 @@ def memory_toolset(memory: RemoteMemory, entitled: tuple[Level, ...]) -> Functio
         "required": ["content"],
         "additionalProperties": False,
     }
-    return FunctionToolset(
-        [
+    tools: list[Tool[RunDeps]] = []
+    if offered in ("all", "read"):
+        tools.append(
             Tool.from_schema(
                 search_memory,
                 name="search_memory",
                 description="Search long-term memory for facts relevant to a query.",
                 json_schema=search_schema,
                 takes_ctx=True,
-            ),
+            )
+        )
+    if offered in ("all", "write"):
+        tools.append(
             Tool.from_schema(
                 save_memory,
                 name="save_memory",
                 description="Save a fact to long-term memory so later conversations can recall it.",
                 json_schema=save_schema,
                 takes_ctx=True,
-            ),
-        ],
-        id="memory",
-    )
+            )
+        )
+    return FunctionToolset(tools, id="memory")
 
 
 _LEVEL_HELP: dict[str, str] = {

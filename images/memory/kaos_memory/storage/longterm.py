@@ -148,8 +148,9 @@ def in_scope(scope: Scope, payload: dict[str, object]) -> bool:
 
 
 def mem0_config(settings: MemorySettings) -> dict[str, Any]:
-    """The ``Memory.from_config`` dict for the configured storage mode."""
-    api_key = settings.api_key or "unused"
+    """The ``Memory.from_config`` dict for the configured storage mode; each model role
+    with its own endpoint and key."""
+    models = settings.models
     vector_store: dict[str, Any]
     if settings.storage == "local":
         vector_store = {
@@ -170,23 +171,23 @@ def mem0_config(settings: MemorySettings) -> dict[str, Any]:
                 "hnsw": True,
             },
         }
-    return {
+    config: dict[str, Any] = {
         "vector_store": vector_store,
         "llm": {
             "provider": "openai",
             "config": {
-                "model": settings.summarization_model,
-                "api_key": api_key,
-                "openai_base_url": settings.model_base_url,
+                "model": models.summarization_model,
+                "api_key": models.summarization_api_key or "unused",
+                "openai_base_url": models.summarization_base_url,
             },
         },
         "embedder": {
             "provider": "openai",
             "config": {
-                "model": settings.embedding_model,
-                "api_key": api_key,
-                "openai_base_url": settings.embedding_base_url or settings.model_base_url,
-                "embedding_dims": settings.embedding_dims,
+                "model": models.embedding_model,
+                "api_key": models.embedding_api_key or "unused",
+                "openai_base_url": models.embedding_base_url,
+                "embedding_dims": models.embedding_dims,
             },
         },
         # External mode keeps no node-local history (see ``history``).
@@ -194,6 +195,9 @@ def mem0_config(settings: MemorySettings) -> dict[str, Any]:
             str(settings.mem0_history_path) if settings.storage == "local" else ":memory:"
         ),
     }
+    if models.extraction_prompt is not None:
+        config["custom_instructions"] = models.extraction_prompt
+    return config
 
 
 def pgvector_dsn(dsn: str) -> str:

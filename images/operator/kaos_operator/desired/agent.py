@@ -31,8 +31,38 @@ from kaos_operator.desired.common import (
     service,
     service_url,
 )
+from kaos_operator.desired.gateway import route_objects
+from kaos_operator.desired.overrides import TELEMETRY_PREFIX, reserved_prefixes, with_overrides
 from kaos_operator.desired.telemetry import telemetry_env
-from kaos_operator.settings import Images, Posture
+from kaos_operator.settings import GatewayRef, Images, Posture
+
+# Runtime tunables the operator never sets, which a platform may set with container.env.
+AGENT_TUNABLES = frozenset(
+    {
+        names.MODEL_API_KEY,
+        names.MODEL_TIMEOUT_SECONDS,
+        names.MAX_DELEGATION_DEPTH,
+        names.DELEGATION_TIMEOUT_SECONDS,
+        names.MEMORY_TOKEN_BUDGET,
+        names.MEMORY_TOP_K,
+        names.MEMORY_TIMEOUT_SECONDS,
+        names.AUTONOMOUS_MAX_STEPS,
+        names.AUTONOMOUS_TIMEOUT_SECONDS,
+    }
+)
+# Every other name the runtime reads is the operator's, set today or not (deny by
+# default: a name added to kaos_core.agent_env is reserved until listed above), and so is
+# every AGENT_* (identity, tokens, verification) and OTEL_* variable.
+RESERVED_ENV = reserved_prefixes(
+    "AGENT_",
+    TELEMETRY_PREFIX,
+    names=frozenset(
+        value
+        for key, value in vars(names).items()
+        if key.isupper() and isinstance(value, str) and not value.startswith("X-")
+    )
+    - AGENT_TUNABLES,
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +85,8 @@ class AgentContext:
     callers: tuple[str, ...] = ()
     # The chart's tracing default; the resource's spec.telemetry overrides it field by field.
     telemetry: Telemetry = field(default_factory=Telemetry)
+    # Gateway API on: the Gateway spec.gatewayRoute attaches to.
+    gateway: GatewayRef | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +166,11 @@ def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
     env[names.MODEL_API_URL] = ctx.model_api_url
     env[names.MODEL_NAME] = ctx.model_name
     env[names.REASONING_LOOP_MAX_STEPS] = str(cfg.reasoning_loop_max_steps)
+    if cfg.task_config is not None:
+        if cfg.task_config.max_tool_calls is not None:
+            env[names.TASK_MAX_TOOL_CALLS] = str(cfg.task_config.max_tool_calls)
+        if cfg.task_config.max_wall_time_seconds is not None:
+            env[names.TASK_MAX_WALL_SECONDS] = str(cfg.task_config.max_wall_time_seconds)
     if ctx.mcp_servers:
         env[names.MCP_SERVERS] = format_endpoints(ctx.mcp_servers)
     if ctx.sub_agents:
@@ -144,7 +181,7 @@ def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
             raise ValueError(f"Agent {agent.name}: remote memory without a store endpoint")
         env[names.MEMORY_ENDPOINT] = ctx.memory_endpoint
     env[names.MEMORY_MAX_READ_SCOPE] = effective_read_scope(memory, ctx.store_ceiling)
-    env[names.MEMORY_TOOLS] = bool_env(mode == "remote" and memory.tools)
+    env[names.MEMORY_TOOLS] = memory.tools if mode == "remote" else "none"
     env[names.MEMORY_FAILURE_MODE] = memory.failure_mode
     # Posture: from the operator only, never from the Agent.
     env[names.MEMORY_REQUIRE_PRINCIPAL] = bool_env(ctx.posture.require_principal)
@@ -176,7 +213,7 @@ def agent_deployment(agent: Agent, ctx: AgentContext) -> Obj:
         volume_mounts=[security.token_mount(), security.callers_mount()] if secured else None,
         security=restricted_security_context(),
     )
-    return deployment(
+    dep = deployment(
         agent,
         container=main,
         replicas=spec.replicas,
@@ -184,12 +221,14 @@ def agent_deployment(agent: Agent, ctx: AgentContext) -> Obj:
         pod_security={"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         service_account=security.agent_service_account(agent.name) if secured else None,
     )
+    return with_overrides(dep, spec, reserved=RESERVED_ENV)
 
 
 def desired_agent_objects(agent: Agent, ctx: AgentContext) -> list[Obj]:
     """The Deployment and Service of an Agent, owned by it; with security on also its
     ServiceAccount, callers ConfigMap and NetworkPolicy."""
     objects = [agent_deployment(agent, ctx), service(agent, AGENT_PORT)]
+    objects += route_objects(agent, AGENT_PORT, agent.spec.gateway_route, ctx.gateway)
     if ctx.posture.security_enabled:
         objects += [
             security.service_account(agent),

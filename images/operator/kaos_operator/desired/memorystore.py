@@ -29,11 +29,17 @@ from kaos_operator.desired.common import (
     service,
     service_url,
 )
+from kaos_operator.desired.overrides import TELEMETRY_PREFIX, reserved_prefixes, with_overrides
 from kaos_operator.desired.telemetry import telemetry_env
 from kaos_operator.settings import Images, Posture
 
 DATA_DIR = "/data/memory"
 DSN_ENV = "KAOS_MEMORY_DSN"
+# Each model role's key, from the Secret its role names (models.<role>.apiKeySecret).
+ROLE_KEY_ENV = {
+    "summarization": "KAOS_MEMORY_SUMMARIZATION_API_KEY",
+    "embedding": "KAOS_MEMORY_EMBEDDING_API_KEY",
+}
 
 
 @dataclass(frozen=True)
@@ -42,9 +48,12 @@ class MemoryStoreContext:
 
     images: Images
     posture: Posture
-    model_api_url: str  # the ModelAPI endpoint; the service gets it with /v1
+    # The summarisation role's ModelAPI endpoint; the service gets it with /v1.
+    model_api_url: str
     summarization_model: str
     embedding_model: str
+    # The embedding role's ModelAPI endpoint when it names another ModelAPI.
+    embedding_model_api_url: str | None = None
     listen_host: str = "0.0.0.0"
     listen_port: int = MEMORY_PORT
     data_dir: str = DATA_DIR
@@ -78,6 +87,9 @@ def memory_store_env(store: MemoryStore, ctx: MemoryStoreContext) -> dict[str, s
         "KAOS_MEMORY_DATA_DIR": ctx.data_dir,
         "KAOS_MEMORY_COLLECTION": spec.collection,
         "KAOS_MEMORY_MODEL_BASE_URL": openai_base_url(ctx.model_api_url),
+        "KAOS_MEMORY_EMBEDDING_BASE_URL": openai_base_url(
+            ctx.embedding_model_api_url or ctx.model_api_url
+        ),
         "KAOS_MEMORY_SUMMARIZATION_MODEL": ctx.summarization_model,
         "KAOS_MEMORY_EMBEDDING_MODEL": ctx.embedding_model,
         "KAOS_MEMORY_EMBEDDING_DIMS": str(spec.models.embedding.dimensions),
@@ -87,6 +99,16 @@ def memory_store_env(store: MemoryStore, ctx: MemoryStoreContext) -> dict[str, s
         env["KAOS_MEMORY_FOLD_TRIGGER"] = str(short.fold_trigger_tokens)
     if short.fold_target_tokens is not None:
         env["KAOS_MEMORY_FOLD_TARGET"] = str(short.fold_target_tokens)
+    long_term = spec.tiers.long_term
+    env["KAOS_MEMORY_LONG_TERM_ENABLED"] = bool_env(long_term.enabled)
+    optional = {
+        "KAOS_MEMORY_RECALL_THRESHOLD": long_term.score_threshold,
+        "KAOS_MEMORY_EXTRACTION_PROMPT": long_term.extraction_prompt,
+        "KAOS_MEMORY_EXTRACTION_CONCURRENCY": long_term.extraction_concurrency,
+        "KAOS_MEMORY_DIGEST_PROMPT": spec.tiers.medium_term.digest_prompt,
+        "KAOS_MEMORY_MAX_CONCURRENT_REQUESTS": spec.max_concurrent_requests,
+    }
+    env.update({name: str(value) for name, value in optional.items() if value is not None})
     env.update(
         {
             "KAOS_MEMORY_MAX_EVENTS": str(short.max_events),
@@ -155,6 +177,15 @@ def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
         values.update(security.memory_security_env(ctx.posture))
         values.update(security.memory_admin_env(store))
     env = env_list(values)
+    for role, variable in ROLE_KEY_ENV.items():
+        key_ref = getattr(spec.models, role).api_key_secret
+        if key_ref is not None:
+            env.append(
+                {
+                    "name": variable,
+                    "valueFrom": {"secretKeyRef": {"name": key_ref.name, "key": key_ref.key}},
+                }
+            )
     if not local and spec.storage.connection_secret is not None:
         ref = spec.storage.connection_secret
         env.append(
@@ -185,7 +216,7 @@ def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
     replicas = spec.effective_replicas()
     # The pod keeps its namespace's default ServiceAccount and token: it needs them to
     # fetch the issuer's keys (jwks) or to send TokenReviews.
-    return deployment(
+    dep = deployment(
         store,
         container=main,
         replicas=replicas,
@@ -198,6 +229,8 @@ def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
         },
         affinity=None if local or replicas < 2 else _spread(store),
     )
+    # Every KAOS_MEMORY_* variable is the operator's, set today or not.
+    return with_overrides(dep, spec, reserved=reserved_prefixes("KAOS_MEMORY_", TELEMETRY_PREFIX))
 
 
 def desired_memorystore_objects(store: MemoryStore, ctx: MemoryStoreContext) -> list[Obj]:

@@ -11,16 +11,18 @@ from kaos_operator.reconcilers.mcpserver import MCPServerReconciler
 from kaos_operator.reconcilers.memorystore import MemoryStoreReconciler
 from kaos_operator.reconcilers.modelapi import ModelAPIReconciler
 from kaos_operator.status import Clock, utc_now
+from kaos_operator.tools import ToolLister, list_tool_names
 
 
 def build_reconcilers(
-    ctx: ReconcileContext, *, clock: Clock = utc_now
+    ctx: ReconcileContext, *, clock: Clock = utc_now, tool_lister: ToolLister = list_tool_names
 ) -> dict[str, Reconciler[Any]]:
-    """A reconciler of every kind, keyed by kind; ``clock`` stamps condition transitions."""
+    """A reconciler of every kind, keyed by kind; ``clock`` stamps condition transitions,
+    ``tool_lister`` reads an MCP server's tools (``kaos_operator.tools``)."""
     built: list[Reconciler[Any]] = [
         AgentReconciler(ctx, clock=clock),
         ModelAPIReconciler(ctx, clock=clock),
-        MCPServerReconciler(ctx, clock=clock),
+        MCPServerReconciler(ctx, clock=clock, tool_lister=tool_lister),
         MemoryStoreReconciler(ctx, clock=clock),
     ]
     return {r.kind: r for r in built}

@@ -68,7 +68,10 @@ class AgentReconciler(Reconciler[Agent]):
                 out.problems.append(
                     (reasons.MCP_SERVER_NOT_READY, f"MCPServer {name} is not Ready")
                 )
-            out.mcp.append(Endpoint(name, mcp_endpoint(ns, name)))
+            # The server's own status says where its runtime serves MCP (the path is the
+            # runtime's); the default is kaos-mcp's.
+            endpoint = ((raw or {}).get("status") or {}).get("endpoint")
+            out.mcp.append(Endpoint(name, endpoint or mcp_endpoint(ns, name)))
         for name in spec.agent_network.access:
             peer = ctx.resource("Agent", ns, name)
             # A peer that does not exist yet may come later (peers can name each other),
@@ -130,6 +133,22 @@ class AgentReconciler(Reconciler[Agent]):
         previous = _live_env(live)
         model_url = found.model_api_url or previous.get(names.MODEL_API_URL)
         model_name = found.model_name or previous.get(names.MODEL_NAME)
+        ctx = AgentContext(
+            images=settings.images,
+            posture=settings.posture,
+            model_api_url=model_url or "",
+            model_name=model_name or "",
+            mcp_servers=tuple(found.mcp),
+            sub_agents=tuple(found.peers),
+            memory_endpoint=found.store_endpoint,
+            store_ceiling=found.store_ceiling,
+            callers=self.callers(agent),
+            telemetry=settings.telemetry,
+            gateway=settings.gateway,
+        )
+        # Computed before any wait: a refused override (OverrideRefused) is reported now,
+        # not once the dependencies are Ready.
+        desired = desired_agent_objects(agent, ctx)
         hold = not running and agent.spec.wait_for_dependencies and bool(found.problems)
         if hold or model_url is None or model_name is None:
             status.condition(
@@ -143,20 +162,9 @@ class AgentReconciler(Reconciler[Agent]):
             )
             return
 
-        ctx = AgentContext(
-            images=settings.images,
-            posture=settings.posture,
-            model_api_url=model_url,
-            model_name=model_name,
-            mcp_servers=tuple(found.mcp),
-            sub_agents=tuple(found.peers),
-            memory_endpoint=found.store_endpoint,
-            store_ceiling=found.store_ceiling,
-            callers=self.callers(agent),
-            telemetry=settings.telemetry,
-        )
-        if not await self.converge(agent, desired_agent_objects(agent, ctx), status):
+        if not await self.converge(agent, desired, status):
             return
+        self.route_status(agent, agent.spec.gateway_route, status)
         if found.store_endpoint is not None:
             if found.store_problem is not None:
                 reason, message = found.store_problem

@@ -27,10 +27,13 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from kaos_core.crds import reasons
 from kaos_core.crds.common import CustomObject
+from kaos_core.crds.gateway import GatewayRoute
 from pydantic import ValidationError
 
 from kaos_operator.apply import conflicts, desired_hash
 from kaos_operator.context import ReconcileContext
+from kaos_operator.desired.gateway import route_path
+from kaos_operator.desired.overrides import SpecRefused
 from kaos_operator.kube import DEPLOYMENTS, ApiError, Obj, PermanentError, ResourceType
 from kaos_operator.status import Clock, StatusBuilder, retrying_status, status_differs, utc_now
 
@@ -144,6 +147,11 @@ class Reconciler(ABC, Generic[R]):
         else:
             try:
                 await self.sync(cast(R, res), status)
+            except SpecRefused as exc:
+                # Nothing applied: what runs keeps running as it was.
+                status.condition(reasons.READY, False, exc.reason, exc.message)
+                status.fields.update(phase=reasons.PHASE_FAILED, message=exc.message)
+                outcome = Outcome.INVALID
             except PermanentError as exc:
                 status.condition(reasons.READY, False, reasons.APPLY_FAILED, exc.message)
                 status.fields.update(phase=reasons.PHASE_FAILED, message=exc.message)
@@ -225,6 +233,29 @@ class Reconciler(ABC, Generic[R]):
             )
             status.fields["phase"] = reasons.PHASE_PENDING
 
+    def route_status(
+        self, res: CustomObject, route: GatewayRoute | None, status: StatusBuilder
+    ) -> None:
+        """Condition Routed when the resource asks for a route: made, or why not."""
+        if route is None:
+            return
+        gateway = self.ctx.settings.gateway
+        if gateway is None:
+            status.condition(
+                reasons.ROUTED,
+                False,
+                reasons.GATEWAY_API_DISABLED,
+                "spec.gatewayRoute needs the operator's Gateway API (chart: gatewayAPI.enabled)",
+            )
+            return
+        where = f"{gateway.namespace or res.namespace}/{gateway.name}"
+        status.condition(
+            reasons.ROUTED,
+            True,
+            reasons.ROUTE_APPLIED,
+            f"HTTPRoute {res.name} on Gateway {where}, path prefix {route_path(res, route)}",
+        )
+
     async def _write_status(self, raw: Obj, new: dict[str, Any]) -> None:
         """The one place status is written: skipped when unchanged, an Event on a new phase."""
         old = raw.get("status") or {}
@@ -232,10 +263,15 @@ class Reconciler(ABC, Generic[R]):
             return
         await self.ctx.write_status(self.rt, raw, new)
         phase = new.get("phase")
-        if phase and phase != old.get("phase"):
-            ready = next(
-                (c for c in new.get("conditions") or [] if c["type"] == reasons.READY), None
-            )
+        ready = next((c for c in new.get("conditions") or [] if c["type"] == reasons.READY), None)
+        old_ready = next(
+            (c for c in old.get("conditions") or [] if c.get("type") == reasons.READY), None
+        )
+        # An Event on a new phase, and on a new reason to fail (a second refusal).
+        new_failure = phase == reasons.PHASE_FAILED and (ready or {}).get("reason") != (
+            old_ready or {}
+        ).get("reason")
+        if phase and (phase != old.get("phase") or new_failure):
             reason = ready["reason"] if ready else phase
             message = new.get("message") or (ready or {}).get("message", "") or phase
             kind = "Warning" if phase == reasons.PHASE_FAILED else "Normal"

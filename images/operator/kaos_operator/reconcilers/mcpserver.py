@@ -1,20 +1,47 @@
-"""MCPServer: apply ``kaos-mcp`` with the tools' source; the endpoint goes into status."""
+"""MCPServer: apply its runtime (kaos-mcp with the tools' source, a custom image, or one
+of the registry's); the endpoint, and once it is available the tools it offers (read
+over MCP), go into status."""
 
 from __future__ import annotations
 
-from kaos_core.crds import Agent, MCPServer
+import logging
 
+from kaos_core.crds import Agent, MCPServer, reasons
+
+from kaos_operator.context import ReconcileContext
 from kaos_operator.desired import McpContext, desired_mcpserver_objects, security
-from kaos_operator.desired.mcpserver import mcp_endpoint
+from kaos_operator.desired.mcpserver import server_endpoint
 from kaos_operator.reconcilers.base import Reconciler, deployment_state
-from kaos_operator.status import StatusBuilder
+from kaos_operator.status import Clock, StatusBuilder, utc_now
+from kaos_operator.tools import ToolLister, list_tool_names
+
+log = logging.getLogger(__name__)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 class MCPServerReconciler(Reconciler[MCPServer]):
     model = MCPServer
 
+    def __init__(
+        self,
+        ctx: ReconcileContext,
+        *,
+        clock: Clock = utc_now,
+        tool_lister: ToolLister = list_tool_names,
+    ) -> None:
+        super().__init__(ctx, clock=clock)
+        self._list_tools = tool_lister
+        # (namespace, name) -> ((uid, generation), tool names) of the last good listing:
+        # a server's tools change only with its spec, so one listing per generation.
+        self._tools: dict[tuple[str, str], tuple[tuple[str, int], list[str]]] = {}
+
     async def sync(self, res: MCPServer, status: StatusBuilder) -> None:
-        status.fields["endpoint"] = mcp_endpoint(res.namespace, res.name)
         settings = self.ctx.settings
         clients: tuple[str, ...] = ()
         if settings.posture.security_enabled:
@@ -25,6 +52,42 @@ class MCPServerReconciler(Reconciler[MCPServer]):
             posture=settings.posture,
             clients=clients,
             telemetry=settings.telemetry,
+            gateway=settings.gateway,
+            runtimes=settings.mcp_runtimes,
         )
+        endpoint = server_endpoint(res, ctx)
+        status.fields["endpoint"] = endpoint
         if await self.converge(res, desired_mcpserver_objects(res, ctx), status):
-            self.workload_status(status, deployment_state(self.owned_deployment(res)))
+            self.route_status(res, res.spec.gateway_route, status)
+            dep = deployment_state(self.owned_deployment(res))
+            self.workload_status(status, dep)
+            if dep.available:
+                await self._tool_status(res, endpoint, status)
+
+    async def _tool_status(self, res: MCPServer, endpoint: str, status: StatusBuilder) -> None:
+        key = (res.namespace, res.name)
+        version = (res.metadata.uid, res.metadata.generation)
+        cached = self._tools.get(key)
+        if cached is not None and cached[0] == version:
+            names = cached[1]
+        else:
+            try:
+                names = await self._list_tools(endpoint)
+            except Exception as exc:  # noqa: BLE001  (a server that is down is reported)
+                # The class only: a transport error's text can carry the server's answer.
+                cause = type(_leaf(exc)).__name__
+                log.info("tools not listed", extra={"server": res.name, "error": cause})
+                status.condition(
+                    reasons.TOOLS_LISTED,
+                    False,
+                    reasons.TOOL_LIST_FAILED,
+                    f"tools/list at {endpoint} failed ({cause}); retried on the next change",
+                )
+                if res.status.available_tools is not None:
+                    status.fields["availableTools"] = list(res.status.available_tools)
+                return
+            self._tools[key] = (version, names)
+        status.fields["availableTools"] = names
+        status.condition(
+            reasons.TOOLS_LISTED, True, reasons.TOOLS_READ, f"{len(names)} tools read over MCP"
+        )

@@ -21,24 +21,28 @@ class MemoryStoreReconciler(Reconciler[MemoryStore]):
         status.fields["replicas"] = spec.effective_replicas()
 
         roles = spec.models
-        api_raw = self.ctx.resource("ModelAPI", res.namespace, roles.summarization.model_api)
-        if api_raw is None:
-            message = f"ModelAPI {roles.summarization.model_api} not found"
-            status.condition(reasons.READY, False, reasons.MODEL_API_NOT_FOUND, message)
-            status.fields.update(phase=reasons.PHASE_WAITING, message=message)
-            return
-        # A model outage does not make the store unready (recall degrades, writes queue),
-        # so the ModelAPI only has to exist, not to be Ready.
-        api = ModelAPI.model_validate(api_raw)
-        served = api.status.models or api.spec.served_models()
-        default_model = served[0] if served else ""
+        # Each role may name its own ModelAPI (e.g. local embeddings, a hosted LLM).
+        apis: dict[str, ModelAPI] = {}
+        for name in dict.fromkeys((roles.summarization.model_api, roles.embedding.model_api)):
+            api_raw = self.ctx.resource("ModelAPI", res.namespace, name)
+            if api_raw is None:
+                message = f"ModelAPI {name} not found"
+                status.condition(reasons.READY, False, reasons.MODEL_API_NOT_FOUND, message)
+                status.fields.update(phase=reasons.PHASE_WAITING, message=message)
+                return
+            # A model outage does not make the store unready (recall degrades, writes
+            # queue), so the ModelAPI only has to exist, not to be Ready.
+            apis[name] = ModelAPI.model_validate(api_raw)
+        summarizer = apis[roles.summarization.model_api]
+        embedder = apis[roles.embedding.model_api]
         settings, ns = self.ctx.settings, res.namespace
         ctx = MemoryStoreContext(
             images=settings.images,
             posture=settings.posture,
-            model_api_url=api.status.endpoint or model_api_endpoint(api),
-            summarization_model=roles.summarization.model or default_model,
-            embedding_model=roles.embedding.model or default_model,
+            model_api_url=summarizer.status.endpoint or model_api_endpoint(summarizer),
+            embedding_model_api_url=embedder.status.endpoint or model_api_endpoint(embedder),
+            summarization_model=roles.summarization.model or _default_model(summarizer),
+            embedding_model=roles.embedding.model or _default_model(embedder),
             callers=tuple(security.agents_bound_to(res.name, self.valid_resources(Agent, ns)))
             if settings.posture.security_enabled
             else (),
@@ -48,3 +52,9 @@ class MemoryStoreReconciler(Reconciler[MemoryStore]):
             dep = deployment_state(self.owned_deployment(res))
             status.fields["readyReplicas"] = dep.ready_replicas
             self.workload_status(status, dep)
+
+
+def _default_model(api: ModelAPI) -> str:
+    """The ModelAPI's first served model: the role's model when it names none."""
+    served = api.status.models or api.spec.served_models()
+    return served[0] if served else ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kaos_core.crds import Agent, MemoryStore, ModelAPI
+from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 
 from kaos_operator.desired import ModelAPIContext, desired_modelapi_objects, security
 from kaos_operator.desired.modelapi import model_api_endpoint
@@ -21,7 +21,10 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
         status.fields["models"] = res.spec.served_models()
         settings, ns = self.ctx.settings, res.namespace
         ctx = ModelAPIContext(
-            images=settings.images, posture=settings.posture, telemetry=settings.telemetry
+            images=settings.images,
+            posture=settings.posture,
+            telemetry=settings.telemetry,
+            gateway=settings.gateway,
         )
         if settings.posture.security_enabled:
             agents = self.valid_resources(Agent, ns)
@@ -32,4 +35,19 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
                 store_clients=tuple(security.stores_using_model_api(res.name, stores)),
             )
         if await self.converge(res, desired_modelapi_objects(res, ctx), status):
-            self.workload_status(status, deployment_state(self.owned_deployment(res)))
+            dep = deployment_state(self.owned_deployment(res))
+            self.workload_status(status, dep)
+            self.route_status(res, res.spec.gateway_route, status)
+            if res.spec.server_config is not None:
+                # The pod is Ready only once its model is pulled (its readiness probe runs
+                # ollama show), so an available Deployment means the pull is done.
+                model = res.spec.server_config.model
+                if dep.available:
+                    status.condition(reasons.MODEL_PULLED, True, reasons.PULLED, f"{model} pulled")
+                else:
+                    status.condition(
+                        reasons.MODEL_PULLED,
+                        False,
+                        reasons.PULLING,
+                        f"pulling {model} on first start",
+                    )
