@@ -27,17 +27,19 @@ $(STAMP): pyproject.toml constraints.txt
 venv: $(STAMP) ## create the virtual environment with every extra
 
 .PHONY: services
-services: ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, Jaeger, Ory Hydra, Gateway API CRDs)
+services: node-tools ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, Jaeger, Ory Hydra, Gateway API CRDs)
 	hack/postgres install
 	hack/postgres start
 	hack/k8s-build
+	hack/k8s-build node
 	hack/jaeger-build
 	hack/hydra-build
 	hack/gateway-api-crds >/dev/null
 
 # Every shell script of the project; shellcheck comes from Debian (.ci/run installs it).
 SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/test-cluster hack/gen-crds hack/gen-docs hack/gateway-api-crds \
-	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo $(wildcard hack/kind/*)
+	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo $(wildcard hack/kind/*) \
+	hack/images hack/dev-images/pgvector/docker-entrypoint.sh
 
 # shellcheck (the lint), zsh (the CLI's zsh completion test) and chromium with its driver
 # (the console's browser tests, tests/e2e/console) from Debian when missing (root, or
@@ -50,6 +52,29 @@ tools:
 	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
 	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing; fi
 
+# The real node (hack/test-cluster up --real-node, tests/e2e/realnode) from Debian when
+# missing: runc, the CNI plugins, iptables and conntrack for kube-proxy, and a static
+# busybox for the node's own test image.
+.PHONY: node-tools
+node-tools:
+	@missing=; for pkg in runc containernetworking-plugins iptables conntrack iproute2 busybox-static; do \
+	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing; fi
+
+# The images without a container engine (hack/images; tests/e2e/images): buildah, and
+# mmdebstrap for the Debian-made Python base, from Debian when missing. Cached by their
+# inputs in ~/.cache/kaos/images, so a rerun with nothing changed is instant.
+.PHONY: images
+images: ## build the KAOS, LiteLLM and pgvector images with buildah (root; hack/images --list)
+	@missing=; for pkg in buildah mmdebstrap runc; do \
+	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing; fi
+	@if [ "$$(id -u)" = 0 ]; then hack/images; else echo "images: skipped, hack/images needs root (buildah runs rootful)"; fi
+
 .PHONY: lint
 lint: $(STAMP) tools ## ruff, mypy and shellcheck
 	$(BIN)/ruff check .
@@ -58,7 +83,7 @@ lint: $(STAMP) tools ## ruff, mypy and shellcheck
 	shellcheck $(SHELL_SCRIPTS)
 
 .PHONY: test
-test: $(STAMP) services lint ## everything CI runs: lint, types, all tests
+test: $(STAMP) services images lint ## everything CI runs: lint, types, all tests
 	eval "$$(hack/postgres env)"; \
 	eval "$$(hack/k8s-build --print-env | sed 's/^/export /')"; export PATH="$$KAOS_K8S_BIN:$$PATH"; \
 	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)

@@ -33,7 +33,10 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from tests.support.realnode import RealNode
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "hack" / "k8s-build"
@@ -68,6 +71,8 @@ KWOK_PORTFORWARD_CRD: dict[str, Any] = {
         }],
     },
 }  # fmt: skip
+# The real node's name (tests.support.realnode.NODE_NAME; kept here to import lazily).
+REAL_NODE_NAME = "kaos-node"
 T = TypeVar("T")
 POLL_INTERVAL = 0.1  # seconds between readiness probes; a wait with a deadline, not a sleep
 
@@ -348,10 +353,10 @@ class _Pki:
     def key(self, name: str) -> Path:
         return self.dir / f"{name}.key"
 
-    def create(self) -> None:
+    def create(self, extra_sans: Sequence[str] = ()) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         cnf = self.dir / "openssl.cnf"
-        cnf.write_text(_OPENSSL_CNF.format(sans=", ".join(_API_SANS)))
+        cnf.write_text(_OPENSSL_CNF.format(sans=", ".join([*_API_SANS, *extra_sans])))
         ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-noenc"]
         common = ["-x509", "-days", "3650", "-config", str(cnf), *ec]
         # name: (extensions section, subject, signing CA or None for a CA of its own)
@@ -373,6 +378,15 @@ class _Pki:
             "-out", str(self.sa_key),
         )  # fmt: skip
         self._openssl("pkey", "-in", str(self.sa_key), "-pubout", "-out", str(self.sa_pub))
+
+    def issue_client(self, name: str, subject: str) -> None:
+        """A client certificate ``name`` for ``subject``, signed by the cluster CA."""
+        self._openssl(
+            "req", "-x509", "-days", "3650", "-config", str(self.dir / "openssl.cnf"),
+            "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-noenc",
+            "-CA", str(self.ca_crt), "-CAkey", str(self.ca_key), "-extensions", "client",
+            "-subj", subject, "-keyout", str(self.key(name)), "-out", str(self.crt(name)),
+        )  # fmt: skip
 
     def _openssl(self, *args: str) -> None:
         proc = subprocess.run(["openssl", *args], capture_output=True, text=True)
@@ -432,6 +446,10 @@ class LocalCluster:
     With ``detach`` the processes survive this Python process (``hack/test-cluster up``)
     and are found again through ``workdir/state.json``; otherwise they get SIGKILL when
     it dies, so no orphan outlives a killed test run.
+
+    With ``real_node`` the cluster gets one real node (``tests.support.realnode``: kubelet,
+    containerd, runc, CNI, kube-proxy, DNS) instead of kwok's simulated ones, and the API
+    server listens on the host end of the node's link instead of loopback.
     """
 
     binaries: Binaries
@@ -440,6 +458,8 @@ class LocalCluster:
     detach: bool = False
     timeout: float = 90.0
     log: Callable[[str], None] = lambda message: None
+    real_node: bool = False
+    _node: RealNode | None = field(default=None, init=False)
     _procs: list[_Process] = field(default_factory=list, init=False)
     _started: float = field(default=0.0, init=False)
 
@@ -457,6 +477,9 @@ class LocalCluster:
     def stop(self, *, remove: bool = True, grace: float = 5.0) -> None:
         """Kill every component (TERM, then KILL after ``grace``); drop the etcd data,
         and with ``remove`` the whole working directory."""
+        node, self._node = self._node, None
+        if node is not None:
+            node.stop()
         procs, self._procs = self._procs, []
         _terminate(procs, grace)
         shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
@@ -480,6 +503,7 @@ class LocalCluster:
             "kubeconfig": str(cluster.kubeconfig),
             "server": cluster.server,
             "nodes": list(cluster.node_names),
+            "real_node": self._node.to_json() if self._node is not None else None,
             "processes": [
                 {"name": p.name, "pid": p.pid, "argv0": p.argv0, "log": str(p.log)}
                 for p in self._procs
@@ -495,6 +519,11 @@ class LocalCluster:
         except (OSError, ValueError):
             return None
         local = cls(binaries, workdir, detach=True)
+        if state.get("real_node"):
+            from tests.support.realnode import NodeBinaries, RealNode
+
+            local.real_node = True
+            local._node = RealNode.from_json(NodeBinaries.locate(), state["real_node"])
         local._procs = [
             _Process(p["name"], p["argv0"], int(p["pid"]), Path(p["log"]))
             for p in state.get("processes", [])
@@ -510,7 +539,8 @@ class LocalCluster:
         return local, handle
 
     def running(self) -> bool:
-        return bool(self._procs) and all(p.alive() for p in self._procs)
+        node_runs = self._node is None or self._node.running()
+        return bool(self._procs) and all(p.alive() for p in self._procs) and node_runs
 
     # -- startup ----------------------------------------------------------------
 
@@ -518,8 +548,19 @@ class LocalCluster:
         self.binaries.require()
         ports = _Ports.allocate()
         pki = _Pki(self.workdir / "pki")
-        pki.create()
-        server = f"https://127.0.0.1:{ports.apiserver}"
+        host = "127.0.0.1"
+        if self.real_node:
+            from tests.support.realnode import NodeBinaries, RealNode
+
+            node_binaries = NodeBinaries.locate()
+            if gone := node_binaries.missing():
+                raise BinariesMissing(f"the real node lacks {', '.join(gone)}")
+            self._node = RealNode(node_binaries, self.workdir / "node", detach=self.detach,
+                                  log=self.log)  # fmt: skip
+            host = self._node.prepare_network()
+            self.nodes = 0  # pods go to the real node only
+        pki.create(extra_sans=[f"IP:{host}"] if host != "127.0.0.1" else [])
+        server = f"https://{host}:{ports.apiserver}"
         kubeconfigs = {}
         for user in pki.CLIENTS:
             path = self.workdir / f"{user}.kubeconfig"
@@ -534,7 +575,7 @@ class LocalCluster:
         ))  # fmt: skip
         self._step("etcd ready")
 
-        apiserver = self._spawn("kube-apiserver", self._apiserver_args(ports, pki))
+        apiserver = self._spawn("kube-apiserver", self._apiserver_args(ports, pki, host))
         api = _ApiClient(server, pki)
         _wait(self, "kube-apiserver /readyz", [etcd, apiserver], lambda: api.ok("/readyz"))
         self._step("kube-apiserver ready")
@@ -557,6 +598,11 @@ class LocalCluster:
         _wait(self, f"nodes {', '.join(nodes)} Ready (kwok)", everything,
               lambda: all(api.node_ready(n) for n in nodes))  # fmt: skip
         self._step("controller-manager, scheduler and kwok ready")
+        if self._node is not None:
+            deadline = time.monotonic() + self._node.timeout
+            self._node.start(pki, server, api, deadline)
+            nodes = [REAL_NODE_NAME]
+            self._step("real node ready")
 
         cluster = Cluster(
             kubeconfig=admin,
@@ -613,12 +659,26 @@ class LocalCluster:
             "--log-level=warn",
         ]
 
-    def _apiserver_args(self, ports: _Ports, pki: _Pki) -> list[str]:
+    def _apiserver_args(self, ports: _Ports, pki: _Pki, host: str) -> list[str]:
+        if host == "127.0.0.1":
+            # Endpoints may not point at loopback, where this API server is: do not
+            # publish it as the `kubernetes` Service's endpoint.
+            node_args = ["--endpoint-reconciler-type=none"]
+        else:
+            # A real node's pods reach it through the `kubernetes` Service; it reaches the
+            # kubelet (logs, exec, port-forward) with a client certificate of its own.
+            pki.issue_client("apiserver-kubelet-client",
+                             "/O=system:masters/CN=kube-apiserver-kubelet-client")  # fmt: skip
+            node_args = [
+                f"--kubelet-client-certificate={pki.crt('apiserver-kubelet-client')}",
+                f"--kubelet-client-key={pki.key('apiserver-kubelet-client')}",
+                "--kubelet-preferred-address-types=InternalIP",
+            ]
         return [
             str(self.binaries.kube_apiserver),
             f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={host}",
+            f"--advertise-address={host}",
             f"--secure-port={ports.apiserver}",
             f"--cert-dir={pki.dir}",
             f"--tls-cert-file={pki.crt('apiserver')}",
@@ -640,9 +700,7 @@ class LocalCluster:
             "--enable-admission-plugins=NodeRestriction",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
-            # Endpoints may not point at loopback, where this API server is: do not
-            # publish it as the `kubernetes` Service's endpoint.
-            "--endpoint-reconciler-type=none",
+            *node_args,
             "--v=1",
         ]
 
@@ -789,12 +847,13 @@ class _ApiClient:
     """Just enough of the API for startup: GET, POST, as the admin user."""
 
     def __init__(self, server: str, pki: _Pki) -> None:
-        self.port = int(server.rsplit(":", 1)[1])
+        self.host, port = server.removeprefix("https://").rsplit(":", 1)
+        self.port = int(port)
         self.ctx = ssl.create_default_context(cafile=str(pki.ca_crt))
         self.ctx.load_cert_chain(str(pki.crt("admin")), str(pki.key("admin")))
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=5)
+        conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=5)
         try:
             data = None if body is None else json.dumps(body).encode()
             headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -911,6 +970,11 @@ def _cli(argv: Sequence[str]) -> int:
         print(f"test-cluster: {message}", file=sys.stderr, flush=True)
 
     command = argv[0] if argv else ""
+    flags = set(argv[1:])
+    if not flags <= ({"--real-node"} if command == "up" else set()):
+        print("usage: hack/test-cluster up [--real-node] | down | env", file=sys.stderr)
+        return 2
+    real_node = "--real-node" in flags
     state_dir = Path(os.environ.get("KAOS_TEST_CLUSTER_DIR") or default_state_dir())
     binaries = Binaries.locate()
     if command == "up":
@@ -925,8 +989,13 @@ def _cli(argv: Sequence[str]) -> int:
         if binaries.missing():
             say("binaries missing: building them with hack/k8s-build")
             binaries = build_binaries()
+        if real_node and subprocess.run([str(BUILD_SCRIPT), "node", "--check"]).returncode:
+            say("node binaries missing: building them with hack/k8s-build node")
+            subprocess.run([str(BUILD_SCRIPT), "node"], check=True)
         started = time.monotonic()
-        local = LocalCluster(binaries, state_dir, nodes=2, detach=True, log=say)
+        local = LocalCluster(
+            binaries, state_dir, nodes=2, detach=True, log=say, real_node=real_node
+        )
         handle = local.start()
         say(f"up in {time.monotonic() - started:.1f}s at {handle.server}; logs in {state_dir}")
         say("stop it with: hack/test-cluster down")
@@ -934,6 +1003,8 @@ def _cli(argv: Sequence[str]) -> int:
         return 0
     if command == "down":
         if found := LocalCluster.attach(binaries, state_dir):
+            if found[0]._node is not None:
+                found[0]._node.log = say
             found[0].stop()
             say(f"stopped and removed {state_dir}")
         else:
@@ -946,7 +1017,7 @@ def _cli(argv: Sequence[str]) -> int:
             return 0
         say("no cluster is running (hack/test-cluster up)")
         return 1
-    print("usage: hack/test-cluster up|down|env", file=sys.stderr)
+    print("usage: hack/test-cluster up [--real-node] | down | env", file=sys.stderr)
     return 2
 
 

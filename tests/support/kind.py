@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from kaos_core.cli.tools import CliError, find_tool, first_line
@@ -79,16 +79,19 @@ def run_step(
     *,
     timeout: float,
     echo: Callable[[str], None],
+    argv: Sequence[str] | None = None,
 ) -> None:
-    """Run ``hack/kind/<step>``: each output line goes to ``log_path`` and to ``echo``.
+    """Run ``hack/kind/<step>`` (or ``argv``, a command of the repository named ``step``):
+    each output line goes to ``log_path`` and to ``echo``.
 
     Raises ``AssertionError`` with the log's tail when the step fails or overruns.
     """
-    script = KIND_SCRIPTS / step
-    echo(f"kind suite: hack/kind/{step} (log: {log_path})")
+    command = list(argv) if argv is not None else [str(KIND_SCRIPTS / step)]
+    label = step if argv is not None else f"hack/kind/{step}"
+    echo(f"kind suite: {label} (log: {log_path})")
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [str(script)],
+            command,
             env=dict(env),
             cwd=REPO_ROOT,
             stdout=subprocess.PIPE,
@@ -119,4 +122,4 @@ def run_step(
     if status != 0:
         tail = "\n".join(log_path.read_text().splitlines()[-60:])
         outcome = f"exited {status}" if status is not None else f"overran {timeout:g}s"
-        raise AssertionError(f"hack/kind/{step} {outcome}; last lines of {log_path}:\n{tail}")
+        raise AssertionError(f"{label} {outcome}; last lines of {log_path}:\n{tail}")

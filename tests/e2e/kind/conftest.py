@@ -8,21 +8,31 @@ development model server, the samples), and ``hack/kind/down`` at the end. With
 is idempotent and restores the samples) and leaves the cluster up. ``KAOS_KIND_KEEP=1``
 keeps a cluster the suite created.
 
-Without a Docker engine or without kind the suite is skipped, and says so loudly: every
-test's skip reason names what is missing, and the terminal summary repeats it in a
-banner. Missing kubectl or helm, once Docker and kind are there, is a failure.
+Where Docker or kind is missing, the same checks run on the test cluster's real node
+instead (``tests.support.realnode``: a kubelet on containerd and runc, in a network
+namespace of its own; ``KAOS_E2E_PROVIDER=kind|real-node`` forces one): the cluster comes
+up in-process, ``hack/images`` builds (through its cache) the KAOS, LiteLLM and pgvector
+images without a container engine, ``ctr`` imports them into the node, and
+``hack/kind/deploy`` deploys with ``KAOS_KIND_PROVIDER=real-node``. ``KAOS_KIND_KEEP=1``
+keeps the cluster's directory (logs) after it is stopped.
+
+Where neither can run the suite is skipped, and says so loudly: every test's skip reason
+names what is missing, and the terminal summary repeats it in a banner. Missing kubectl
+or helm, once a provider can run, is a failure.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.e2e.kind.helpers import STEP_TIMEOUT, KindDeployment
 from tests.fixtures.helm import locate_helm
+from tests.support.cluster import Binaries, LocalCluster
 from tests.support.kind import (
     DEFAULT_CLUSTER,
     DEFAULT_NAMESPACE,
@@ -30,6 +40,8 @@ from tests.support.kind import (
     run_step,
     why_kind_cannot_run,
 )
+from tests.support.procs import REPO_ROOT
+from tests.support.realnode import why_real_node_cannot_run
 
 # Why the suite did not run, for the terminal summary.
 KIND_SKIPPED = pytest.StashKey[str]()
@@ -44,10 +56,42 @@ def pytest_terminal_summary(
     terminalreporter.section("the kind end-to-end suite did NOT run", sep="!", yellow=True)
     terminalreporter.line(f"tests/e2e/kind was skipped: {reason}.", yellow=True, bold=True)
     terminalreporter.line(
-        "It needs a Docker engine and kind (hack/k8s-build kind builds kind); "
-        "see 'End-to-end on kind' in README.md.",
+        "It needs a Docker engine and kind (hack/k8s-build kind builds kind), or root and "
+        "the real node's binaries (hack/k8s-build node); see 'End-to-end on kind' in README.md.",
         yellow=True,
     )
+
+
+# Tried in this order unless KAOS_E2E_PROVIDER names one: kind where Docker is, else the
+# real node (root and its binaries), so `make test` runs the suite on this machine too.
+PROVIDERS = ("kind", "real-node")
+IMAGES_SCRIPT = REPO_ROOT / "hack" / "images"
+
+
+def why_real_node_suite_cannot_run() -> str | None:
+    if not os.access(IMAGES_SCRIPT, os.X_OK):
+        return f"{IMAGES_SCRIPT.relative_to(REPO_ROOT)} (the images without Docker) is missing"
+    return why_real_node_cannot_run()
+
+
+def choose_provider() -> tuple[str | None, str]:
+    """The provider to run the suite on and, when there is none, every reason why."""
+    forced = os.environ.get("KAOS_E2E_PROVIDER", "").strip()
+    if forced and forced not in PROVIDERS:
+        return None, f"KAOS_E2E_PROVIDER={forced}: expected one of {', '.join(PROVIDERS)}"
+    reasons = []
+    checks: list[tuple[str, Callable[[], str | None]]] = [
+        ("kind", lambda: why_kind_cannot_run(os.environ)),
+        ("real-node", why_real_node_suite_cannot_run),
+    ]
+    for name, why in checks:
+        if forced and forced != name:
+            continue
+        reason = why()
+        if reason is None:
+            return name, ""
+        reasons.append(f"{name}: {reason}")
+    return None, "; ".join(reasons)
 
 
 @pytest.fixture(scope="package")
@@ -55,27 +99,33 @@ def kind(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KindDeployment]:
     config = request.config
-    reason = why_kind_cannot_run(os.environ)
-    if reason is not None:
+    provider, reason = choose_provider()
+    if provider is None:
         config.stash[KIND_SKIPPED] = reason
         pytest.skip(f"kind end-to-end suite skipped: {reason}")
 
-    kind_bin = locate("kind", os.environ)
     kubectl = locate("kubectl", os.environ)
     helm = locate_helm()
     if kubectl is None:
         pytest.fail(
-            "Docker and kind are here but kubectl is not: install kubectl "
+            f"the {provider} provider can run but kubectl is not here: install kubectl "
             "(https://kubernetes.io/docs/tasks/tools/) or set KAOS_KUBECTL",
             pytrace=False,
         )
     if helm is None:
         pytest.fail("helm is not built: run hack/k8s-build (or set KAOS_HELM)", pytrace=False)
+    namespace = os.environ.get("KAOS_KIND_NAMESPACE") or DEFAULT_NAMESPACE
+    workdir = tmp_path_factory.mktemp("kind")
+    echo = _echo(config)
+    if provider == "real-node":
+        yield from _on_real_node(namespace, kubectl, str(helm), workdir, echo)
+        return
+
+    kind_bin = locate("kind", os.environ)
     assert kind_bin is not None  # why_kind_cannot_run checked it
 
     reused = os.environ.get("KAOS_KIND_CLUSTER") or None
     cluster = reused or DEFAULT_CLUSTER
-    namespace = os.environ.get("KAOS_KIND_NAMESPACE") or DEFAULT_NAMESPACE
     env = {
         **os.environ,
         "KAOS_KIND_CLUSTER": cluster,
@@ -84,15 +134,6 @@ def kind(
         "KAOS_KUBECTL": kubectl,
         "KAOS_HELM": str(helm),
     }
-    workdir = tmp_path_factory.mktemp("kind")
-    capture = config.pluginmanager.getplugin("capturemanager")
-    reporter = config.pluginmanager.getplugin("terminalreporter")
-
-    def echo(line: str) -> None:
-        # The steps take minutes: show their progress even while pytest captures output.
-        if capture is not None and reporter is not None:
-            with capture.global_and_fixture_disabled():
-                reporter.write_line(line)
 
     def step(name: str) -> None:
         try:
@@ -121,8 +162,101 @@ def kind(
             # The kaos CLI's port-forward helper runs kubectl with the process environment.
             patch.setenv("KUBECONFIG", str(kubeconfig))
             yield KindDeployment(
-                cluster=cluster, namespace=namespace, kubeconfig=kubeconfig, kubectl_path=kubectl
+                cluster=cluster,
+                namespace=namespace,
+                kubeconfig=kubeconfig,
+                kubectl_path=kubectl,
+                runtime_containers=lambda: _kind_node_containers(kind_bin, cluster),
             )
     finally:
         if tear_down:
             step("down")
+
+
+def _echo(config: pytest.Config) -> Callable[[str], None]:
+    capture = config.pluginmanager.getplugin("capturemanager")
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+
+    def echo(line: str) -> None:
+        # The steps take minutes: show their progress even while pytest captures output.
+        if capture is not None and reporter is not None:
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(line)
+
+    return echo
+
+
+def _kind_node_containers(kind_bin: str, cluster: str) -> set[str]:
+    """What containerd lists in each kind node (``ctr`` ships in kind's node image)."""
+    docker = locate("docker", os.environ) or "docker"
+    nodes = subprocess.run(
+        [kind_bin, "get", "nodes", "--name", cluster],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout.split()  # fmt: skip
+    found: set[str] = set()
+    for node in nodes:
+        found.update(subprocess.run(
+            [docker, "exec", node, "ctr", "-n", "k8s.io", "containers", "ls", "-q"],
+            check=True, capture_output=True, text=True, timeout=60,
+        ).stdout.split())  # fmt: skip
+    return found
+
+
+def _image_archives(env: dict[str, str]) -> list[tuple[str, Path]]:
+    """``hack/images --list``: each image's reference and its archive."""
+    out = subprocess.run(
+        [str(IMAGES_SCRIPT), "--list"], env=env, check=True, capture_output=True, text=True,
+        timeout=STEP_TIMEOUT, stdin=subprocess.DEVNULL,
+    ).stdout  # fmt: skip
+    pairs = [line.split(None, 1) for line in out.splitlines() if line.strip()]
+    return [(ref, Path(path.strip())) for ref, path in pairs]
+
+
+def _on_real_node(
+    namespace: str, kubectl: str, helm: str, workdir: Path, echo: Callable[[str], None]
+) -> Iterator[KindDeployment]:
+    """The suite's deployment on a real node of the test cluster (see the module doc)."""
+    keep = os.environ.get("KAOS_KIND_KEEP", "").strip().lower() not in {"", "0", "false", "no"}
+    local = LocalCluster(
+        Binaries.locate().require(),
+        workdir / "cluster",
+        real_node=True,
+        log=lambda line: echo(f"  real node: {line}"),
+    )
+    cluster = local.start()
+    env = {
+        **os.environ,
+        "KAOS_KIND_PROVIDER": "real-node",
+        "KAOS_REAL_NODE_KUBECONFIG": str(cluster.kubeconfig),
+        "KAOS_KIND_NAMESPACE": namespace,
+        "KAOS_KUBECTL": kubectl,
+        "KAOS_HELM": helm,
+    }
+    try:
+        node = local._node
+        assert node is not None
+
+        def step(name: str, argv: list[str] | None = None) -> None:
+            try:
+                run_step(name, env, workdir / f"{name.replace('/', '-')}.log",
+                         timeout=STEP_TIMEOUT, echo=echo, argv=argv)  # fmt: skip
+            except AssertionError as exc:
+                pytest.fail(str(exc), pytrace=False)
+
+        step("hack/images", [str(IMAGES_SCRIPT)])
+        for ref, archive in _image_archives(env):
+            echo(f"kind suite: importing {ref} into the node ({archive})")
+            node.import_archive(archive)
+        step("deploy")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+            yield KindDeployment(
+                cluster="real-node",
+                namespace=namespace,
+                kubeconfig=cluster.kubeconfig,
+                kubectl_path=kubectl,
+                runtime_containers=node.runtime_containers,
+                provider="real-node",
+            )
+    finally:
+        local.stop(remove=not keep)

@@ -50,6 +50,11 @@ class KindDeployment:
     namespace: str
     kubeconfig: Path
     kubectl_path: str
+    # The container IDs the node's runtime itself lists (containerd's k8s.io namespace):
+    # what proves a Ready pod is a real container.
+    runtime_containers: Callable[[], set[str]] = lambda: set()
+    # "kind" or "real-node": the provider that made the cluster.
+    provider: str = "kind"
 
     def kubectl(
         self, *args: str, check: bool = True, timeout: float = 60

@@ -83,11 +83,15 @@ def test_the_suite_skips_loudly_without_docker(tmp_path: Path) -> None:
     summary = out.strip().splitlines()[-1]
     assert " skipped" in summary and "passed" not in summary and "error" not in summary, summary
     assert "the kind end-to-end suite did NOT run" in out
+    # The kind provider's reasons, then the real node's (its binaries are not in this
+    # machine's empty cache; without root, root is what it names).
     reason = (
-        "no Docker engine is reachable (docker info: docker: injected failure of "
+        "kind: no Docker engine is reachable (docker info: docker: injected failure of "
         "'docker info'); kind is not installed"
     )
     assert f"tests/e2e/kind was skipped: {reason}" in out
+    node = "needs root" if os.geteuid() != 0 else "missing "
+    assert "; real-node: " in out and node in out.split("; real-node: ", 1)[1], out
     # -rs lists every test with the reason.
     assert out.count("SKIPPED [") >= 4
     assert f"kind end-to-end suite skipped: {reason}" in out

@@ -46,6 +46,7 @@ def test_proxy_model_api() -> None:
                 "litellm_params": {
                     "model": m,
                     "api_base": "http://backend.example.test",
+                    "allowed_openai_params": ["dimensions"],
                     "api_key": "os.environ/MODEL_API_KEY",
                 },
             }

@@ -156,3 +156,23 @@ async def test_hosted_reports_its_model_pull_in_status() -> None:
         reasons.PULLED,
         "smollm2:135m pulled",
     )
+
+
+def test_a_keyless_backend_gets_a_placeholder_key() -> None:
+    """LiteLLM's OpenAI client refuses to call without a key, and LiteLLM refuses
+    `dimensions` for embedding models it does not know (both found running the samples on
+    the real node): a backend at apiBase gets a key it ignores and may take dimensions."""
+    config = config_of(objects(apiBase="http://devmodel:8000/v1", models=["openai/devmodel"]))
+    assert config["model_list"] == [
+        {
+            "model_name": "openai/devmodel",
+            "litellm_params": {
+                "model": "openai/devmodel",
+                "api_base": "http://devmodel:8000/v1",
+                "allowed_openai_params": ["dimensions"],
+                "api_key": "none",
+            },
+        }
+    ]
+    # No apiBase: the provider's own endpoint and its key from the environment, as before.
+    assert "api_key" not in config_of(objects())["model_list"][0]["litellm_params"]

@@ -89,8 +89,15 @@ def litellm_config(api: ModelAPI, *, traced: bool = False) -> dict[str, Any]:
         params: dict[str, Any] = {"model": routed}
         if proxy.api_base:
             params["api_base"] = proxy.api_base
+            # An OpenAI-compatible backend of a name LiteLLM does not know: without this it
+            # refuses embeddings with `dimensions` (only text-embedding-3 may take it).
+            params["allowed_openai_params"] = ["dimensions"]
         if proxy.api_key_secret_ref is not None:
             params["api_key"] = f"os.environ/{API_KEY_ENV}"
+        elif proxy.api_base:
+            # A backend without a key (a local server): LiteLLM's OpenAI client sends no
+            # request without one ("Missing credentials"); such a backend ignores it.
+            params["api_key"] = "none"
         entries.append({"model_name": model, "litellm_params": params})
     config: dict[str, Any] = {"model_list": entries}
     if proxy.config_yaml is not None and proxy.config_yaml.from_string is not None:
