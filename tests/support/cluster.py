@@ -92,6 +92,14 @@ class StartupFailed(ClusterError):
 # --------------------------------------------------------------------------- binaries
 
 
+def build_env(build_script: Path = BUILD_SCRIPT) -> dict[str, str]:
+    """The locations ``hack/k8s-build --print-env`` names (KEY=value lines)."""
+    out = subprocess.run(
+        [str(build_script), "--print-env"], check=True, capture_output=True, text=True
+    ).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
 @dataclass(frozen=True)
 class Binaries:
     """Where ``hack/k8s-build`` puts the pinned binaries (it is the one source of versions)."""
@@ -108,10 +116,7 @@ class Binaries:
 
     @classmethod
     def locate(cls, build_script: Path = BUILD_SCRIPT) -> Binaries:
-        out = subprocess.run(
-            [str(build_script), "--print-env"], check=True, capture_output=True, text=True
-        ).stdout
-        env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        env = build_env(build_script)
         kube_bin = Path(env["KAOS_KUBE_BIN"])
         return cls(
             kube_apiserver=kube_bin / "kube-apiserver",

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.cluster import build_env
 from tests.support.ociimage import Entry, build_archive
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -121,10 +122,7 @@ class NodeBinaries:
 
     @classmethod
     def locate(cls, build_script: Path = BUILD_SCRIPT) -> NodeBinaries:
-        out = subprocess.run(
-            [str(build_script), "--print-env"], check=True, capture_output=True, text=True
-        ).stdout
-        env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        env = build_env(build_script)
         kube = Path(env["KAOS_NODE_KUBE_BIN"])
         return cls(
             kubelet=kube / "kubelet",
