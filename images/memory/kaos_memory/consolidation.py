@@ -149,6 +149,11 @@ class Consolidator:
                     "idle session flushed",
                     extra={"fold_id": fold.id, "turns": len(fold.turns), "key": key},
                 )
+        else:
+            # A write records its fold only when it gets the key's lock at once (it never
+            # queues behind background work); one that did not left the claim to this job.
+            # A no-op when the session is under its trigger.
+            await self.conversation.claim_fold(key, session, self.policy.fold)
         await asyncio.gather(self._digests(key), self._extractions(key))
 
     # --- leases -------------------------------------------------------------------------------

@@ -169,9 +169,11 @@ class MemoryService:
                 raise StrictFailure("the conversation store failed") from exc
             return WriteResponse(accepted=0, scheduled=False, degraded=True), 200
         scheduled = degraded = False
-        if appended.fold_id is not None:
-            # The fold is durable in the outbox already; a full queue only delays it to
-            # the next sweep, which the answer reports as degraded.
+        crossed = self.policy.crossed(appended.stats.tokens, appended.stats.events)
+        if appended.fold_id is not None or crossed:
+            # The fold is durable in the outbox already (or, when background work held the
+            # session's lock, the job records it); a full queue only delays it to the next
+            # sweep or write, which the answer reports as degraded.
             scheduled = self.consolidator.schedule(attribution.key, attribution.session)
             degraded = not scheduled
         response = WriteResponse(accepted=len(turns), scheduled=scheduled, degraded=degraded)
@@ -270,22 +272,22 @@ class MemoryService:
 
     async def _read_conversation(self, scope: Scope, key: str, wanted: set[Tier]) -> Conversational:
         # A principal-bound read sees the session only if that principal wrote to it.
-        if scope.principal is not None and not await self.conversation.is_attributed(
-            key, scope.principal
-        ):
-            return EMPTY_CONVERSATION
+        read = await self.conversation.read_session(
+            key,
+            scope.principal,
+            self.tiers.max_events,
+            turns="short_term" in wanted,
+            digest="medium_term" in wanted,
+        )
         short = ShortTerm()
         medium = MediumTerm()
         if "short_term" in wanted:
-            rows = await self.conversation.window_rows(key, self.tiers.max_events)
-            turns = window(rows, self.tiers.token_budget, self.tiers.max_events)
+            turns = window(read.turns, self.tiers.token_budget, self.tiers.max_events)
             short = ShortTerm(
                 window=[WindowTurn(role=t.role, content=t.content, at=t.at) for t in turns]
             )
-        if "medium_term" in wanted:
-            digest = await self.conversation.latest_digest(key)
-            if digest is not None:
-                medium = MediumTerm(summary=digest.summary, version=digest.version)
+        if read.digest is not None:
+            medium = MediumTerm(summary=read.digest.summary, version=read.digest.version)
         return Conversational(short, medium)
 
     # --- forget ---------------------------------------------------------------------------

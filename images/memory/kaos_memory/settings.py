@@ -225,14 +225,17 @@ class MemorySettings(EnvSettings):
     )
     mem0_threads: int = setting(
         "storage",
-        "threads running Mem0's blocking calls (the event loop never runs them)",
+        "threads running Mem0's blocking calls (the event loop never runs them); local mode"
+        " gives recall's Chroma searches as many threads of their own, so extractions"
+        " waiting on a slow model never queue a recall",
         default=4,
         ge=1,
         le=64,
     )
     pg_pool_size: int = setting(
         "storage",
-        "external mode: connections (and threads) of the conversational store",
+        "external mode: connections (and threads) of the conversational store, and the"
+        " connections of recall's vector searches (a pool of their own, on the event loop)",
         default=8,
         ge=1,
         le=256,

@@ -67,6 +67,15 @@ class Digest:
 
 
 @dataclass(frozen=True)
+class SessionRead:
+    """What a recall reads of one session: its window's newest turns (newest first) and
+    its latest digest. Empty when the reader's principal never wrote to the session."""
+
+    turns: list[TurnRow]
+    digest: Digest | None
+
+
+@dataclass(frozen=True)
 class Fold:
     """A batch of the oldest turns evicted from a session's window, recorded once."""
 
@@ -217,6 +226,15 @@ class ConversationStore(Protocol):
         ...
 
     async def latest_digest(self, key: str) -> Digest | None: ...
+
+    async def read_session(
+        self, key: str, principal: str | None, limit: int, *, turns: bool, digest: bool
+    ) -> SessionRead:
+        """A recall's read of a session in one transaction (one round of the store, not
+        three): the principal-bound check (``is_attributed``, when ``principal`` is set),
+        then the newest ``limit`` unfolded turns if ``turns``, the latest digest if
+        ``digest``."""
+        ...
 
     async def claim_fold(self, key: str, session: str, policy: FoldPolicy) -> Fold | None:
         """Atomically record the oldest unfolded turns as one fold (the outbox entry) if the

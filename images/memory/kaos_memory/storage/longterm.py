@@ -1,7 +1,10 @@
 """The long-term tier: Mem0 2.2.1 embedded as a library, over Chroma (local) or pgvector.
 
 Mem0 is synchronous, so every call runs in a bounded thread pool owned by this adapter;
-the event loop never waits on it. Mem0 is imported lazily, after ``MEM0_TELEMETRY=False``
+the event loop never waits on it. Recall does not go through Mem0 (see ``search``): its
+query embedding is an HTTP call on the event loop (``embedder``), its vector search a
+query on an async pool (pgvector) or Chroma on threads of its own, so extractions waiting
+on a slow model never hold a recall up. Mem0 is imported lazily, after ``MEM0_TELEMETRY=False``
 and ``MEM0_DIR`` (inside the service's data dir) are set, because it reads both at import.
 
 What this adapter adds to Mem0:
@@ -15,8 +18,10 @@ What this adapter adds to Mem0:
   wildcard is only ever put on ``run_id``: every fact carries a ``run_id`` (a write needs
   a session), so "key present" and "no condition" select the same rows on both backends,
   including facts written without a principal (which have no ``user_id``).
-- Listing with a cursor (Mem0's ``get_all`` has neither order nor offset): the scope's
-  rows sorted by ``(created_at, id)``; the cursor is the last ``(created_at, id)`` served.
+- Listing with a cursor (Mem0's ``get_all`` has neither order nor offset): pages in
+  ``(created_at, id)`` order from an index (``pgfacts`` in SQL on pgvector; ``chromafacts``
+  on Chroma, an index of KAOS's own that the write and erase paths below keep and that
+  repairs itself); the cursor is the last ``(created_at, id)`` served.
 - Erasure as filtered listing plus per-id deletion (it works for every level on both
   backends, including facts without a ``user_id``), then a purge of Mem0's history
   database: the ``history`` rows of the deleted ids (Mem0 keeps deleted text there) and
@@ -56,6 +61,7 @@ from kaos_core.memory.contract import Fact
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.settings import MemorySettings
 from kaos_memory.storage.base import FoldTag, TurnRow
+from kaos_memory.storage.embedder import QueryEmbedder
 from kaos_memory.storage.errors import StorageError, StorageUnavailable
 from kaos_memory.storage.history import null_history
 from kaos_memory.storage.purge import purge_chroma_log, purge_mem0_history, vacuum_sqlite
@@ -64,6 +70,8 @@ from kaos_memory.storage.ranking import fuse, pool_size
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# A vector-store hit: fact id, similarity, payload (None when the store kept none).
+Hit = tuple[str, float, dict[str, Any] | None]
 
 # Listing reads at most this many rows of one scope per page request.
 LIST_SCAN_LIMIT = 1_000_000
@@ -314,6 +322,11 @@ class Mem0LongTermStore:
         self.settings = settings
         self.backend = "chroma" if settings.storage == "local" else "pgvector"
         self._pool: ThreadPoolExecutor | None = None
+        # Recall's own lanes, apart from extraction's threads (``_pool``): a slow model
+        # holding every Mem0 thread in an extraction must not queue a recall behind it.
+        self._embedder = QueryEmbedder(settings.models)
+        self._searches: ThreadPoolExecutor | None = None
+        self._pg: Any = None  # psycopg_pool.AsyncConnectionPool (external mode)
         self._memory: Any = None
         self._ping: asyncio.Future[None] | None = None
         # Erasure and extraction must not interleave on Mem0's history purge.
@@ -340,6 +353,29 @@ class Mem0LongTermStore:
             max_workers=self.settings.mem0_threads, thread_name_prefix="kaos-mem0"
         )
         await self._run(self._build)
+        await self._embedder.start()
+        if self.backend == "pgvector":
+            assert self.settings.dsn is not None
+            from psycopg_pool import AsyncConnectionPool
+
+            # Searches on the event loop: no thread per waiting query. Checked on
+            # checkout like the other pools, so a PostgreSQL restart heals by itself.
+            self._pg = AsyncConnectionPool(
+                pgvector_dsn(self.settings.dsn),
+                min_size=1,
+                max_size=self.settings.pg_pool_size,
+                open=False,
+                timeout=10.0,
+                check=AsyncConnectionPool.check_connection,
+            )
+            try:
+                await self._pg.open(wait=True, timeout=30.0)
+            except Exception as exc:
+                raise StorageUnavailable("long-term store unavailable") from exc
+        else:
+            self._searches = ThreadPoolExecutor(
+                max_workers=self.settings.mem0_threads, thread_name_prefix="kaos-recall"
+            )
 
     def _build(self) -> None:
         os.environ["MEM0_TELEMETRY"] = "False"
@@ -351,9 +387,14 @@ class Mem0LongTermStore:
 
         memory = Memory.from_config(mem0_config(self.settings))
         if self.settings.storage == "local":
+            from kaos_memory.storage import chromafacts
+
             # Deleted history and message rows are overwritten, not left in free pages.
             with memory.db._lock:
                 memory.db.connection.execute("PRAGMA secure_delete=ON")
+            # The listing index: facts written before it, or by a write cut short by a
+            # crash, are indexed now.
+            chromafacts.ensure(memory)
         if self.settings.storage == "external":
             memory.db.close()
             memory.db = null_history()
@@ -390,6 +431,13 @@ class Mem0LongTermStore:
         self._memory = memory
 
     async def close(self) -> None:
+        await self._embedder.close()
+        pg, self._pg = self._pg, None
+        if pg is not None:
+            await pg.close()
+        searches, self._searches = self._searches, None
+        if searches is not None:
+            searches.shutdown(wait=False, cancel_futures=True)
         pool, self._pool = self._pool, None
         if pool is None:
             return
@@ -450,8 +498,37 @@ class Mem0LongTermStore:
             FOLD_KEY: str(tag.fold_id),
             ATTEMPT_KEY: str(tag.attempt),
         }
-        result = self.memory.add(messages, **mem0_ids(attribution), metadata=metadata, infer=infer)
-        return [str(r["id"]) for r in result.get("results", []) if "id" in r]
+        try:
+            result = self.memory.add(
+                messages, **mem0_ids(attribution), metadata=metadata, infer=infer
+            )
+        except BaseException:
+            # Mem0 may have stored facts before it failed, and their ids are lost.
+            self._index_stale()
+            raise
+        ids = [str(r["id"]) for r in result.get("results", []) if "id" in r]
+        if self.backend == "chroma":
+            from kaos_memory.storage import chromafacts
+
+            try:
+                chromafacts.record(self.memory, ids)
+            except Exception:
+                # The facts are stored: failing the write would store them twice on retry.
+                log.warning("indexing new facts failed", exc_info=True)
+                self._index_stale()
+        return ids
+
+    def _index_stale(self) -> None:
+        """Have the next listing reconcile the Chroma listing index first."""
+        if self.backend != "chroma":
+            return
+        from kaos_memory.storage import chromafacts
+
+        try:
+            chromafacts.mark_stale(self.memory)
+        except Exception:
+            # The periodic count check and the next start reconcile it anyway.
+            log.warning("marking the listing index stale failed", exc_info=True)
 
     async def erase_fold(self, group: str, session: str, fold_id: int) -> int:
         return await self._run(self._erase_fold_sync, group, session, fold_id)
@@ -478,33 +555,55 @@ class Mem0LongTermStore:
     async def search(self, scope: Scope, query: str, top_k: int) -> list[Fact]:
         if not query.strip():
             return []
-        return await self._run(self._search_sync, scope, query, top_k)
-
-    def _search_sync(self, scope: Scope, query: str, top_k: int) -> list[Fact]:
         # Mem0's own ``Memory.search`` adds nothing for KAOS's stores (no keyword search on
-        # Chroma, no entity store) but cost: the store's tenant-filtered vector search
-        # gives the pool, and ``ranking`` re-ranks it with a lexical signal.
-        memory = self.memory
-        vector = memory.embedding_model.embed(query, "search")
+        # Chroma, no entity store) but cost: the query's embedding (``embedder``) and the
+        # store's tenant-filtered vector search give the pool, and ``ranking`` re-ranks it
+        # with a lexical signal.
+        vector = await self._embedder.embed(query)
         filters, size = mem0_filter(scope), pool_size(top_k)
-        hits: list[tuple[str, float, dict[str, Any] | None]]
-        if self.backend == "pgvector":
-            from kaos_memory.storage import pgfacts
+        try:
+            if self._pg is not None:
+                hits = await self._pg_search(vector, filters, size)
+            else:
+                hits = await self._chroma_search(query, vector, filters, size)
+        except Exception as exc:
+            wrapped = wrap_longterm_error(exc)
+            if wrapped is None:
+                raise
+            raise wrapped from exc
+        return self._ranked(scope, query, hits, top_k)
 
-            store = memory.vector_store
-            hits = list(
-                pgfacts.search(store.connection_pool, store.collection_name, vector, filters, size)
-            )
-        else:
-            # The collection is the group, so Chroma is not asked to match the group key:
-            # every row has it, and Chroma materialises each condition's rows, a cost
-            # that grows with the whole collection (measured 4 ms at 4k facts). The
-            # re-check below still compares it.
-            tenant = {k: v for k, v in filters.items() if k != GROUP_KEY}
-            found = memory.vector_store.search(
-                query=query, vectors=vector, top_k=size, filters=tenant or None
-            )
-            hits = [(str(h.id), h.score or 0.0, h.payload) for h in found]
+    async def _pg_search(
+        self, vector: list[float], filters: dict[str, str], size: int
+    ) -> list[Hit]:
+        from kaos_memory.storage import pgfacts
+
+        query, params = pgfacts.search_query(self.settings.collection, vector, filters, size)
+        async with self._pg.connection() as conn:
+            cur = await conn.execute(query, params)
+            rows = await cur.fetchall()
+        return [(str(r[0]), max(0.0, 1.0 - float(r[1])), r[2]) for r in rows]
+
+    async def _chroma_search(
+        self, query: str, vector: list[float], filters: dict[str, str], size: int
+    ) -> list[Hit]:
+        if self._searches is None:
+            raise RuntimeError("long-term store is not started")
+        # The collection is the group, so Chroma is not asked to match the group key:
+        # every row has it, and Chroma materialises each condition's rows, a cost that
+        # grows with the whole collection (measured 4 ms at 4k facts). ``_ranked``
+        # re-checks it.
+        tenant = {k: v for k, v in filters.items() if k != GROUP_KEY}
+        store = self.memory.vector_store
+        found = await asyncio.get_running_loop().run_in_executor(
+            self._searches,
+            functools.partial(
+                store.search, query=query, vectors=vector, top_k=size, filters=tenant or None
+            ),
+        )
+        return [(str(h.id), h.score or 0.0, h.payload) for h in found]
+
+    def _ranked(self, scope: Scope, query: str, hits: list[Hit], top_k: int) -> list[Fact]:
         threshold = self.settings.recall_threshold
         pool = [
             (fact_id, score, payload)
@@ -532,38 +631,25 @@ class Mem0LongTermStore:
     def _list_sync(
         self, scope: Scope, limit: int, after: tuple[str, str] | None
     ) -> tuple[list[Fact], str | None]:
-        if self.backend == "pgvector":
-            return self._page_sync(scope, limit, after)
-        # Chroma has neither order nor cursor in its queries: the scope's rows, sorted here.
-        rows = self._rows(scope, LIST_SCAN_LIMIT)
-        items = sorted(
-            (
-                {"id": r.id, "memory": r.payload.get("data", ""), **r.payload}
-                for r in rows
-                if r.payload
-            ),
-            key=lambda i: (str(i.get("created_at") or ""), str(i["id"])),
-        )
-        if after is not None:
-            items = [i for i in items if (str(i.get("created_at") or ""), str(i["id"])) > after]
-        page = items[:limit]
-        next_cursor = None
-        if len(items) > limit and page:
-            last = page[-1]
-            next_cursor = encode_cursor(str(last.get("created_at") or ""), str(last["id"]))
-        return [_fact(i) for i in page], next_cursor
+        return self._page_sync(scope, limit, after)
 
     def _page_sync(
         self, scope: Scope, limit: int, after: tuple[str, str] | None
     ) -> tuple[list[Fact], str | None]:
-        """One page in the database's order (see ``pgfacts``); one row more than the page
-        says whether another follows."""
-        from kaos_memory.storage import pgfacts
-
+        """One page in the index's order (``pgfacts`` on pgvector, ``chromafacts`` on
+        Chroma); one row more than the page says whether another follows."""
         store = self.memory.vector_store
-        rows = pgfacts.page(
-            store.connection_pool, store.collection_name, mem0_filter(scope), limit + 1, after
-        )
+        rows: list[tuple[str, dict[str, Any]]]
+        if self.backend == "pgvector":
+            from kaos_memory.storage import pgfacts
+
+            rows = pgfacts.page(
+                store.connection_pool, store.collection_name, mem0_filter(scope), limit + 1, after
+            )
+        else:
+            from kaos_memory.storage import chromafacts
+
+            rows = chromafacts.page(self.memory, mem0_filter(scope), limit + 1, after)
         items = [
             {"id": fact_id, "memory": payload.get("data", ""), **payload}
             for fact_id, payload in rows
@@ -602,6 +688,7 @@ class Mem0LongTermStore:
             for fact_id in batch:
                 self._delete_one(fact_id)
                 deleted.append(fact_id)
+        self._forget(deleted)
         self._purge_history(deleted, scope, sessions)
         return len(deleted)
 
@@ -610,8 +697,17 @@ class Mem0LongTermStore:
 
     def _erase_ids_sync(self, ids: list[str]) -> int:
         count = sum(self._delete_one(i) for i in ids)
+        self._forget(ids)
         self._purge_history(ids, None)
         return count
+
+    def _forget(self, ids: list[str]) -> None:
+        """Drop deleted facts from the Chroma listing index (an entry left behind by a
+        failure here is dropped by the first page that meets it, or at the next start)."""
+        if self.backend == "chroma" and ids:
+            from kaos_memory.storage import chromafacts
+
+            chromafacts.forget(self.memory, ids)
 
     def _delete_one(self, fact_id: str) -> bool:
         try:
@@ -637,7 +733,10 @@ class Mem0LongTermStore:
 
     def _reclaim_sync(self) -> None:
         if self.backend == "chroma":
+            from kaos_memory.storage import chromafacts
+
             vacuum_sqlite(self.settings.chroma_dir / "chroma.sqlite3")
+            vacuum_sqlite(chromafacts.index_file(self.memory))
             return
         store = self.memory.vector_store
         pool = getattr(store, "connection_pool", None)

@@ -4,23 +4,38 @@ indexes that serve them.
 Mem0 stores a fact as ``(id uuid, vector, payload jsonb)`` and filters with
 ``payload->>%s = %s``: the key is a bind parameter, so no expression index can serve
 the filter, and once psycopg prepares the statement (from its fifth run) PostgreSQL's
-generic plan cannot even see which key it is. Measured at 100k facts over 100
-principals: a principal's search scanned the whole table (100 ms) and grew with
-everything every tenant stored. Here the keys are SQL literals (KAOS's own constants;
-only the values are parameters), and the tenant keys have expression indexes, so the
-planner reads the tenant's rows through the index (a bitmap scan, then the exact
-distance of those rows: 5 ms at 100k) or walks the HNSW index when that is cheaper.
+generic plan cannot even see which key it is. Here the keys are SQL literals (KAOS's own
+constants; only the values are parameters), and the tenant keys have expression indexes.
 
-Listing orders by ``(created_at, id)`` in the query and continues after the cursor,
-with a ``LIMIT``: a page reads the scope's rows through the same indexes and sorts them
-in the database (a top-N sort), instead of fetching the whole scope into Python for
-every page.
+Search is exact over the scope's rows: the filter's rows are read through the indexes
+(a principal through ``user_id``, an agent of a principal through ``(agent_id,
+user_id)``), and the ``limit`` nearest of them are kept by a top-N sort. The distance is
+computed in a subquery the planner may not flatten, so Mem0's HNSW index can never serve
+the ``ORDER BY``: a plain HNSW scan returns at most ``hnsw.ef_search`` (40) candidates
+before the filter applies, so a principal holding 1% of the facts could get none (seen
+at 1M facts: once an index gave the planner the group's statistics, it chose the HNSW
+scan and returned 0 of 60 rows; before, only its misestimate of the group filter kept
+it on the tenant index). Measured (hack/bench/
+tenant_bench.py, 100 principals): the cost follows the principal's facts, not the store;
+pgvector's iterative HNSW scans (0.8) were slower still at 1M (175-800 ms) because every
+candidate is checked against the filter in the table, about 100 per hit at a 1% share.
+A covering index cannot help either: PostgreSQL 15 plans no index-only scan on an
+expression index over ``payload``, and a 1536-dimensional vector exceeds a btree row.
+
+Listing orders by ``(created_at, id)`` and continues after the cursor, with a ``LIMIT``:
+an index on ``(kaos_group, user_id, created_at, id)`` gives a principal's facts in that
+order, so a page reads its own rows only (the group in the key also gives the planner
+the group's statistics, so it knows a principal's row count and prefers the ordered
+scan to reading every row of the principal and sorting them). Other scopes read their rows
+through the tenant indexes and sort them in the database (a top-N sort), instead of
+fetching the whole scope into Python for every page.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from psycopg import sql
 
 from kaos_memory.storage.longterm import TENANT_KEYS, WILDCARD
@@ -42,29 +57,87 @@ def _where(filters: dict[str, str]) -> tuple[sql.Composable, list[Any]]:
     return sql.SQL(" AND ").join(conditions), params
 
 
+_GROUP = "kaos_group"
+# coalesce and "C": the order and its index compare plain bytes, as Python does.
+_ORDER_KEYS = [
+    sql.SQL("coalesce(payload->>'created_at', '') COLLATE \"C\""),
+    sql.SQL('id::text COLLATE "C"'),
+]
+_ORDER = sql.SQL(", ").join(_ORDER_KEYS)
+
+
+def _key(key: str) -> sql.Composable:
+    return sql.SQL("(payload->>{})").format(sql.Literal(key))
+
+
+def _indexes(table: str) -> list[tuple[str, sql.Composable]]:
+    """Name and key columns of each index KAOS adds to ``table``."""
+    indexes: list[tuple[str, sql.Composable]] = [
+        (f"{table}_kaos_{key}_idx", _key(key)) for key in TENANT_KEYS
+    ]
+    # An agent's facts of one principal (agent-level scopes filter both): read directly
+    # instead of intersecting a principal's rows with every principal's rows of the agent.
+    # Neither composite index leads with user_id, so a principal's search keeps the
+    # smallest index that finds its rows.
+    indexes.append(
+        (
+            f"{table}_kaos_agent_user_idx",
+            sql.SQL("{}, {}").format(_key("agent_id"), _key("user_id")),
+        )
+    )
+    # A principal's facts in listing order (every KAOS filter names the group).
+    indexes.append(
+        (
+            f"{table}_kaos_user_order_idx",
+            sql.SQL(", ").join(
+                [_key(_GROUP), _key("user_id"), *(sql.SQL("({})").format(k) for k in _ORDER_KEYS)]
+            ),
+        )
+    )
+    return indexes
+
+
 def ensure_indexes(pool: Any, table: str) -> None:
-    """Expression indexes on the tenant keys of ``table`` (idempotent)."""
+    """The indexes of ``_indexes`` on ``table`` (idempotent).
+
+    Each in its own transaction: two replicas starting at once may both try to create
+    one, and the loser's error (a duplicate name) means the index exists.
+    """
     with pool.connection() as conn:
-        for key in TENANT_KEYS:
-            conn.execute(
-                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ((payload->>{}))").format(
-                    sql.Identifier(f"{table}_kaos_{key}_idx"),
-                    sql.Identifier(table),
-                    sql.Literal(key),
-                )
+        for name, columns in _indexes(table):
+            statement = sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
+                sql.Identifier(name), sql.Identifier(table), columns
             )
+            try:
+                with conn.transaction():
+                    conn.execute(statement)
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+                pass
 
 
 def search_query(
     table: str, vector: list[float], filters: dict[str, str], limit: int
 ) -> tuple[sql.Composed, list[Any]]:
-    """The statement and parameters of ``search`` (also what the benchmark explains)."""
+    """The statement and parameters of ``search`` (also what the benchmark explains).
+
+    ``OFFSET 0`` keeps the subquery from being flattened, which is what keeps the HNSW
+    index away from the ``ORDER BY`` (see the module docstring): the nearest rows are
+    chosen among all the filter's rows. Without a tenant key (a whole group) that would
+    mean every row of the group, so there the planner may still use the HNSW index
+    (approximate, as Mem0's own search: at most ``hnsw.ef_search`` rows).
+    """
     where, params = _where(filters)
-    query = sql.SQL(
-        "SELECT id, vector <=> %s::vector AS distance, payload FROM {} WHERE {}"
-        " ORDER BY distance LIMIT %s"
-    ).format(sql.Identifier(table), where)
-    return query, [vector, *params, limit]
+    if any(k in TENANT_KEYS and v != WILDCARD for k, v in filters.items()):
+        query = sql.SQL(
+            "SELECT id, distance, payload FROM (SELECT id, vector <=> %s::vector AS distance,"
+            " payload FROM {} WHERE {} OFFSET 0) AS scope ORDER BY distance LIMIT %s"
+        )
+    else:
+        query = sql.SQL(
+            "SELECT id, vector <=> %s::vector AS distance, payload FROM {} WHERE {}"
+            " ORDER BY distance LIMIT %s"
+        )
+    return query.format(sql.Identifier(table), where), [vector, *params, limit]
 
 
 def search(
@@ -77,13 +150,10 @@ def search(
     return [(str(r[0]), max(0.0, 1.0 - float(r[1])), r[2]) for r in rows]
 
 
-_ORDER = sql.SQL("""coalesce(payload->>'created_at', '') COLLATE "C", id::text COLLATE "C" """)
-
-
-def page(
-    pool: Any, table: str, filters: dict[str, str], limit: int, after: tuple[str, str] | None
-) -> list[tuple[str, dict[str, Any]]]:
-    """Up to ``limit`` facts inside ``filters`` in ``(created_at, id)`` order, after ``after``."""
+def page_query(
+    table: str, filters: dict[str, str], limit: int, after: tuple[str, str] | None
+) -> tuple[sql.Composed, list[Any]]:
+    """The statement and parameters of ``page`` (also what the tests explain)."""
     where, params = _where(filters)
     if after is not None:
         where = sql.SQL("{} AND ({}) > (%s, %s)").format(where, _ORDER)
@@ -91,6 +161,14 @@ def page(
     query = sql.SQL("SELECT id, payload FROM {} WHERE {} ORDER BY {} LIMIT %s").format(
         sql.Identifier(table), where, _ORDER
     )
+    return query, [*params, limit]
+
+
+def page(
+    pool: Any, table: str, filters: dict[str, str], limit: int, after: tuple[str, str] | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """Up to ``limit`` facts inside ``filters`` in ``(created_at, id)`` order, after ``after``."""
+    query, params = page_query(table, filters, limit, after)
     with pool.connection() as conn:
-        rows = conn.execute(query, (*params, limit)).fetchall()
+        rows = conn.execute(query, params).fetchall()
     return [(str(r[0]), r[1]) for r in rows]

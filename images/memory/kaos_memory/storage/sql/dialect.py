@@ -60,6 +60,10 @@ class Dialect(Protocol):
         """Serialise fold and digest work on one key (across replicas where possible)."""
         ...
 
+    def try_lock_key(self, cur: Cursor, key: str) -> bool:
+        """``lock_key`` if nobody holds it now; whether it is held by this transaction."""
+        ...
+
     def reclaim(self) -> None:
         """After an erasure, outside any transaction: make the deleted rows unreadable in
         the files where the backend can (see each dialect)."""
@@ -91,3 +95,6 @@ class Tx:
 
     def lock_key(self, key: str) -> None:
         self.dialect.lock_key(self.cur, key)
+
+    def try_lock_key(self, key: str) -> bool:
+        return self.dialect.try_lock_key(self.cur, key)

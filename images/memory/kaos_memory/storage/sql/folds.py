@@ -33,9 +33,21 @@ _MARK_CHUNK = 500
 # --- recording folds ------------------------------------------------------------------------
 
 
-def claim_in(tx: Tx, key: str, session: str, policy: FoldPolicy) -> int | None:
-    """Under the key's lock, record the fold the policy asks for, if any; its id."""
-    tx.lock_key(key)
+def claim_in(
+    tx: Tx, key: str, session: str, policy: FoldPolicy, *, wait: bool = True
+) -> int | None:
+    """Under the key's lock, record the fold the policy asks for, if any; its id.
+
+    ``wait=False`` (a write) does not queue behind background work holding the key (a
+    digest or extraction step of the same session, several round trips long): it
+    records no fold then, and the session's next write, or its idle flush, does. The
+    window itself is computed on read, so it stays within its budget meanwhile.
+    """
+    if not wait:
+        if not tx.try_lock_key(key):
+            return None
+    else:
+        tx.lock_key(key)
     sizes = _unfolded_sizes(tx, key)
     count = policy.select(sizes)
     return _insert_fold(tx, key, session, sizes[:count]) if count else None

@@ -78,6 +78,11 @@ class PostgresDialect:
     def lock_key(self, cur: Cursor, key: str) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
 
+    def try_lock_key(self, cur: Cursor, key: str) -> bool:
+        cur.execute("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+        row = cur.fetchone()
+        return bool(row and row[0])
+
     def reclaim(self) -> None:
         # Deleted rows stay in the table files as dead tuples until a vacuum; VACUUM runs
         # outside a transaction, so on a connection switched to autocommit for it.

@@ -70,6 +70,9 @@ class SqliteDialect:
         # BEGIN IMMEDIATE already holds the database's one write lock.
         return None
 
+    def try_lock_key(self, cur: Cursor, key: str) -> bool:
+        return True
+
     def reclaim(self) -> None:
         # secure_delete zeroed the deleted rows in the pages the erasure wrote to the WAL;
         # the checkpoint copies those pages over the old ones in the database file, and

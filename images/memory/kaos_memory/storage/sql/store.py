@@ -29,6 +29,7 @@ from kaos_memory.storage.base import (
     LeaseKind,
     NewTurn,
     PendingSession,
+    SessionRead,
     Tombstone,
     TurnRow,
 )
@@ -114,6 +115,13 @@ class SqlConversationStore:
 
     async def latest_digest(self, key: str) -> Digest | None:
         return await self._run(window.latest_digest, key)
+
+    async def read_session(
+        self, key: str, principal: str | None, limit: int, *, turns: bool, digest: bool
+    ) -> SessionRead:
+        return await self._run(
+            window.read_session, key, principal, limit, turns=turns, digest=digest
+        )
 
     async def idle_sessions(self, idle_since: str, limit: int) -> list[IdleSession]:
         return await self._run(window.idle_sessions, idle_since, limit)

@@ -15,13 +15,22 @@ from kaos_memory.storage.base import (
     IdleSession,
     NewTurn,
     SessionBound,
+    SessionRead,
     TurnRow,
 )
 from kaos_memory.storage.sql import folds
 from kaos_memory.storage.sql.dialect import Tx
 from kaos_memory.storage.sql.rows import TURN_COLUMNS, latest_digest, turn_row
 
-__all__ = ["NONE", "append", "idle_sessions", "is_attributed", "latest_digest", "window_rows"]
+__all__ = [
+    "NONE",
+    "append",
+    "idle_sessions",
+    "is_attributed",
+    "latest_digest",
+    "read_session",
+    "window_rows",
+]
 
 # Principal/agent "absent" in the attribution index: headers can never be empty, so the
 # empty string cannot collide with a real value, and it keeps the primary key total.
@@ -92,7 +101,7 @@ def append(
     stats = ActiveStats(tokens=int(tokens), events=int(events))
     fold_id = None
     if policy.crossed(stats.tokens, stats.events):
-        fold_id = folds.claim_in(tx, key, attribution.session, policy)
+        fold_id = folds.claim_in(tx, key, attribution.session, policy, wait=False)
     return Appended(stats=stats, fold_id=fold_id)
 
 
@@ -111,6 +120,17 @@ def is_attributed(tx: Tx, key: str, principal: str) -> bool:
         (key, principal),
     )
     return row is not None
+
+
+def read_session(
+    tx: Tx, key: str, principal: str | None, limit: int, *, turns: bool, digest: bool
+) -> SessionRead:
+    if principal is not None and not is_attributed(tx, key, principal):
+        return SessionRead(turns=[], digest=None)
+    return SessionRead(
+        turns=window_rows(tx, key, limit) if turns else [],
+        digest=latest_digest(tx, key) if digest else None,
+    )
 
 
 def idle_sessions(tx: Tx, idle_since: str, limit: int) -> list[IdleSession]:
