@@ -64,7 +64,7 @@ from kaos_memory.storage.base import FoldTag, TurnRow
 from kaos_memory.storage.embedder import QueryEmbedder
 from kaos_memory.storage.errors import StorageError, StorageUnavailable
 from kaos_memory.storage.history import null_history
-from kaos_memory.storage.purge import purge_chroma_log, purge_mem0_history, vacuum_sqlite
+from kaos_memory.storage.purge import in_child, purge_mem0_history, vacuum_sqlite
 from kaos_memory.storage.ranking import fuse, pool_size
 
 log = logging.getLogger(__name__)
@@ -721,7 +721,7 @@ class Mem0LongTermStore:
     ) -> None:
         """Remove erased text from Mem0's history DB (Mem0 keeps it after deletion)."""
         if self.backend == "chroma":
-            purge_chroma_log(self.settings.chroma_dir / "chroma.sqlite3", ids)
+            in_child("chroma-log", self.settings.chroma_dir / "chroma.sqlite3", ids)
         db = self.memory.db
         wanted = None if scope is None else mem0_filter(scope)
         runs = [to_entity_id(s) for s in sessions]
@@ -735,7 +735,7 @@ class Mem0LongTermStore:
         if self.backend == "chroma":
             from kaos_memory.storage import chromafacts
 
-            vacuum_sqlite(self.settings.chroma_dir / "chroma.sqlite3")
+            in_child("vacuum", self.settings.chroma_dir / "chroma.sqlite3")
             vacuum_sqlite(chromafacts.index_file(self.memory))
             return
         store = self.memory.vector_store

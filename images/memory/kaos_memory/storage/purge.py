@@ -6,13 +6,26 @@ it extracted from (``messages``, per session scope). Chroma keeps every record's
 metadata, so the fact text, in its write-ahead log (``embeddings_queue``) until a much
 later compaction. Erasure has to reach all three. And SQLite leaves deleted rows in free
 pages until they are reused: ``vacuum_sqlite`` rewrites a file another library writes.
+
+Chroma's own file (``chroma.sqlite3``) is only ever opened in a child process
+(``in_child``): Chroma's Rust extension links its own copy of SQLite, and two copies in
+one process do not see each other's POSIX locks, while closing any descriptor of the
+file drops every lock the process holds on it (sqlite.org, "How To Corrupt An SQLite
+Database File", 2.2.1); a Python connection working beside Chroma's writers in one
+process corrupted the file in a trial. Between processes the locks hold.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
+
+# Seconds a child purge may take (a VACUUM rewrites the whole file).
+CHILD_TIMEOUT = 600.0
 
 _ID_KEYS = ("user_id", "agent_id", "run_id")
 _CHUNK = 500
@@ -101,3 +114,46 @@ def vacuum_sqlite(path: Path) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
+
+
+def in_child(operation: str, path: Path, ids: list[str] | None = None) -> None:
+    """Run ``purge_chroma_log`` (``operation`` "chroma-log") or ``vacuum_sqlite``
+    ("vacuum") on ``path`` in a child process; ``sqlite3.OperationalError`` when it fails
+    (the caller's erasure is then retried, as for any temporary storage failure)."""
+    if operation == "chroma-log" and not ids:
+        return
+    argv = [sys.executable, "-m", "kaos_memory.storage.purge", operation, str(path)]
+    try:
+        done = subprocess.run(
+            argv,
+            input=json.dumps(ids or []).encode(),
+            capture_output=True,
+            timeout=CHILD_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise sqlite3.OperationalError(f"{operation} of {path.name} did not finish") from exc
+    if done.returncode != 0:
+        # The child's stderr names the SQLite error; it goes to the log, not to a client.
+        detail = done.stderr.decode(errors="replace")[-2000:]
+        raise sqlite3.OperationalError(f"{operation} of {path.name} failed: {detail}")
+
+
+def _main(args: list[str]) -> int:
+    operation, path = args[0], Path(args[1])
+    if operation == "chroma-log":
+        ids = json.loads(sys.stdin.buffer.read() or b"[]")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            print("ids: a JSON list of strings on stdin", file=sys.stderr)
+            return 2
+        purge_chroma_log(path, ids)
+    elif operation == "vacuum":
+        vacuum_sqlite(path)
+    else:
+        print(f"unknown operation {operation!r}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
