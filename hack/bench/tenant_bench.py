@@ -36,7 +36,14 @@ from benchlib import percentile
 from kaos_memory.storage import pgfacts
 from psycopg import sql
 
-from tests.support.postgres import connect, create_database, drop_database, unique_name
+from tests.support.postgres import (
+    connect,
+    create_database,
+    drop_database,
+    generic_plan,
+    mem0_pgvector,
+    unique_name,
+)
 
 TABLE = "kaos_tenant_bench"
 DIMS = 64
@@ -44,23 +51,6 @@ PRINCIPALS = [f"user{i}" for i in range(100)]
 AGENTS = [f"agent{i}" for i in range(20)]
 POOL = 60
 PAGE = 100
-
-
-def _store(dsn: str) -> Any:
-    from mem0.vector_stores.pgvector import PGVector
-
-    return PGVector(
-        dbname=None,
-        collection_name=TABLE,
-        embedding_model_dims=DIMS,
-        user=None,
-        password=None,
-        host=None,
-        port=None,
-        diskann=False,
-        hnsw=True,
-        connection_string=dsn,
-    )
 
 
 def _copy_rows(count: int, rng: random.Random) -> Iterator[bytes]:
@@ -126,30 +116,10 @@ def _load(dsn: str, count: int, rng: random.Random) -> tuple[float, float]:
     return loaded - started, time.perf_counter() - loaded
 
 
-def generic_plan(conn: Any, query: Any, params: list[Any]) -> list[str]:
-    """``EXPLAIN ANALYZE`` of ``query`` as a prepared statement under its generic plan, the
-    plan a pooled connection settles on after a statement's fifth execution (an
-    ``EXPLAIN`` with bound parameters would show a custom plan instead)."""
-    text = query.as_string(conn)
-    for n in range(1, len(params) + 1):
-        text = text.replace("%s", f"${n}", 1)
-    conn.execute(f"PREPARE kaos_plan_probe AS {text}")
-    try:
-        conn.execute("SET plan_cache_mode = force_generic_plan")
-        # Literal arguments: EXECUTE's own parameters would have no type to infer.
-        args = sql.SQL(", ").join(sql.Literal(str(p) if isinstance(p, list) else p) for p in params)
-        explain = sql.SQL("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE kaos_plan_probe({})")
-        rows = conn.execute(explain.format(args)).fetchall()
-    finally:
-        conn.execute("RESET plan_cache_mode")
-        conn.execute("DEALLOCATE kaos_plan_probe")
-    return [r[0] for r in rows]
-
-
 def _plan(pool: Any, query: Any, params: list[Any]) -> str:
     """The generic plan's nodes on one line."""
     with pool.connection() as conn:
-        lines = generic_plan(conn, query, params)
+        lines = generic_plan(conn, query, params, analyze=True)
     # The plan's nodes, outermost first, without their details; then the execution time.
     nodes = [ln.strip().removeprefix("->").strip().split(" (")[0] for ln in lines]
     nodes = [n for n in nodes if ":" not in n and (n.split(" ")[0] in PLAN_NODES or " Scan" in n)]
@@ -183,7 +153,7 @@ def run(admin_dsn: str, sizes: list[int], ops: int) -> list[dict[str, Any]]:
         try:
             with connect(dsn) as conn:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            store = _store(dsn)
+            store = mem0_pgvector(dsn, TABLE, DIMS)
             store._ensure_collection()
             load, build = _load(dsn, size, rng)
             print(

@@ -33,7 +33,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 if TYPE_CHECKING:
     from tests.support.realnode import RealNode
@@ -237,7 +237,10 @@ def _run_tool(
 
 
 @dataclass
-class _Process:
+class TrackedProcess:
+    """A test service started in its own process group (``popen``), or found again from a
+    state file by pid (``popen`` None; then checked to still run ``argv0``)."""
+
     name: str
     argv0: str
     pid: int
@@ -270,6 +273,14 @@ class _Process:
         if self.popen is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=0)
+
+    def to_json(self) -> dict[str, Any]:
+        """What a state file keeps of it (read back by ``from_json``)."""
+        return {"name": self.name, "pid": self.pid, "argv0": self.argv0, "log": str(self.log)}
+
+    @classmethod
+    def from_json(cls, entry: dict[str, Any]) -> Self:
+        return cls(entry["name"], entry["argv0"], int(entry["pid"]), Path(entry["log"]))
 
 
 def _pid_runs(pid: int, argv0: str) -> bool:
@@ -465,7 +476,7 @@ class LocalCluster:
     log: Callable[[str], None] = lambda message: None
     real_node: bool = False
     _node: RealNode | None = field(default=None, init=False)
-    _procs: list[_Process] = field(default_factory=list, init=False)
+    _procs: list[TrackedProcess] = field(default_factory=list, init=False)
     _started: float = field(default=0.0, init=False)
 
     # -- lifecycle --------------------------------------------------------------
@@ -509,10 +520,7 @@ class LocalCluster:
             "server": cluster.server,
             "nodes": list(cluster.node_names),
             "real_node": self._node.to_json() if self._node is not None else None,
-            "processes": [
-                {"name": p.name, "pid": p.pid, "argv0": p.argv0, "log": str(p.log)}
-                for p in self._procs
-            ],
+            "processes": [p.to_json() for p in self._procs],
         }
         self.state_file.write_text(json.dumps(state, indent=2) + "\n")
 
@@ -529,10 +537,7 @@ class LocalCluster:
 
             local.real_node = True
             local._node = RealNode.from_json(NodeBinaries.locate(), state["real_node"])
-        local._procs = [
-            _Process(p["name"], p["argv0"], int(p["pid"]), Path(p["log"]))
-            for p in state.get("processes", [])
-        ]
+        local._procs = [TrackedProcess.from_json(p) for p in state.get("processes", [])]
         handle = Cluster(
             kubeconfig=Path(state["kubeconfig"]),
             server=state["server"],
@@ -624,7 +629,7 @@ class LocalCluster:
     def _step(self, what: str) -> None:
         self.log(f"{time.monotonic() - self._started:6.2f}s {what}")
 
-    def _spawn(self, name: str, argv: Sequence[str]) -> _Process:
+    def _spawn(self, name: str, argv: Sequence[str]) -> TrackedProcess:
         log = self.workdir / f"{name}.log"
         with open(log, "ab") as out:
             popen = subprocess.Popen(
@@ -636,7 +641,7 @@ class LocalCluster:
                 start_new_session=True,
                 preexec_fn=None if self.detach else _die_with_parent,
             )
-        proc = _Process(name, argv[0], popen.pid, log, popen)
+        proc = TrackedProcess(name, argv[0], popen.pid, log, popen)
         self._procs.append(proc)
         return proc
 
@@ -795,7 +800,7 @@ def _fake_node(name: str) -> dict[str, Any]:
     }
 
 
-def _terminate(procs: Sequence[_Process], grace: float) -> None:
+def _terminate(procs: Sequence[TrackedProcess], grace: float) -> None:
     """Stop the components newest first, so each goes while what it talks to still runs
     (an API server whose etcd is gone hangs in its shutdown); SIGKILL after ``grace``."""
     for p in reversed(procs):
@@ -812,7 +817,7 @@ def _terminate(procs: Sequence[_Process], grace: float) -> None:
 
 
 def _wait(
-    cluster: LocalCluster, what: str, watch: Sequence[_Process], ready: Callable[[], bool]
+    cluster: LocalCluster, what: str, watch: Sequence[TrackedProcess], ready: Callable[[], bool]
 ) -> None:
     """Poll ``ready`` until it holds; fail at once, with the log, if a component dies."""
     deadline = cluster._started + cluster.timeout

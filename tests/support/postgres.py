@@ -146,3 +146,49 @@ def start_local_server(timeout: float = 120.0) -> str | None:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
         return f"hack/postgres start exited {done.returncode}:\n{tail}"
     return None
+
+
+def generic_plan(
+    conn: psycopg.Connection[Any],
+    query: sql.Composable,
+    params: list[Any],
+    *,
+    analyze: bool = False,
+) -> list[str]:
+    """The plan of ``query`` as a prepared statement under its generic plan: what a pooled
+    connection runs once psycopg has prepared it (from its fifth execution on, the
+    parameters' values unseen; an ``EXPLAIN`` with bound values would show a custom plan).
+    ``analyze`` runs it (``EXPLAIN (ANALYZE, COSTS OFF)``, with the execution time)."""
+    text = query.as_string(conn)
+    for n in range(1, len(params) + 1):
+        text = text.replace("%s", f"${n}", 1)
+    conn.execute(f"PREPARE kaos_plan_probe AS {text}")
+    try:
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        # Literal arguments: EXECUTE's own parameters would have no type to infer.
+        args = sql.SQL(", ").join(sql.Literal(str(p) if isinstance(p, list) else p) for p in params)
+        explain = "EXPLAIN (ANALYZE, COSTS OFF)" if analyze else "EXPLAIN"
+        rows = conn.execute(sql.SQL(explain + " EXECUTE kaos_plan_probe({})").format(args))
+        return [r[0] for r in rows.fetchall()]
+    finally:
+        conn.execute("RESET plan_cache_mode")
+        conn.execute("DEALLOCATE kaos_plan_probe")
+
+
+def mem0_pgvector(dsn: str, table: str, dims: int) -> Any:
+    """Mem0's own pgvector store on ``table`` of ``dsn``, as KAOS configures it (an HNSW
+    index, no DiskANN): the table Mem0 creates is the one KAOS's queries must serve."""
+    from mem0.vector_stores.pgvector import PGVector
+
+    return PGVector(
+        dbname=None,
+        collection_name=table,
+        embedding_model_dims=dims,
+        user=None,
+        password=None,
+        host=None,
+        port=None,
+        diskann=False,
+        hnsw=True,
+        connection_string=dsn,
+    )

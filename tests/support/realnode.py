@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.cluster import build_env
+from tests.support.cluster import TrackedProcess, build_env
 from tests.support.ociimage import Entry, build_archive
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -251,23 +251,8 @@ def host_snapshot() -> dict[str, Any]:
 # ------------------------------------------------------------------- process util
 
 
-@dataclass
-class NodeProcess:
-    name: str
-    argv0: str
-    pid: int
-    log: Path
-    popen: subprocess.Popen[bytes] | None = None
-
-    def alive(self) -> bool:
-        if self.popen is not None:
-            return self.popen.poll() is None
-        try:
-            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return False
-        return cmdline == self.argv0 and state != "Z"
+class NodeProcess(TrackedProcess):
+    """A node service; stopped and recorded in the node's state file by this module."""
 
     def kill(self, sig: int) -> None:
         if self.alive():
@@ -284,18 +269,7 @@ class NodeProcess:
             deadline = time.monotonic() + grace
             while self.alive() and time.monotonic() < deadline:
                 time.sleep(POLL_INTERVAL / 4)
-        if self.popen is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=0)
-
-    def log_tail(self, lines: int = 25) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "argv0": self.argv0, "pid": self.pid, "log": str(self.log)}
+        self.reap()
 
 
 def _pids_mentioning(text: str) -> list[int]:
@@ -403,14 +377,11 @@ class RealNode:
 
     @classmethod
     def from_json(cls, binaries: NodeBinaries, state: dict[str, Any]) -> RealNode:
-        def proc(p: dict[str, Any]) -> NodeProcess:
-            return NodeProcess(p["name"], p["argv0"], int(p["pid"]), Path(p["log"]))
-
         node = cls(binaries, Path(state["workdir"]), detach=True, ident=state["ident"])
         node.host_ip, node.node_ip = state["host_ip"], state["node_ip"]
         node.before = state["before"]
-        node.holder = proc(state["holder"]) if state.get("holder") else None
-        node.procs = [proc(p) for p in state["processes"]]
+        node.holder = NodeProcess.from_json(state["holder"]) if state.get("holder") else None
+        node.procs = [NodeProcess.from_json(p) for p in state["processes"]]
         return node
 
     def running(self) -> bool:

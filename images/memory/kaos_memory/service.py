@@ -169,11 +169,11 @@ class MemoryService:
                 raise StrictFailure("the conversation store failed") from exc
             return WriteResponse(accepted=0, scheduled=False, degraded=True), 200
         scheduled = degraded = False
-        crossed = self.policy.crossed(appended.stats.tokens, appended.stats.events)
-        if appended.fold_id is not None or crossed:
-            # The fold is durable in the outbox already (or, when background work held the
-            # session's lock, the job records it); a full queue only delays it to the next
-            # sweep or write, which the answer reports as degraded.
+        if self.policy.crossed(appended.stats.tokens, appended.stats.events):
+            # The fold is durable in the outbox already (``appended.fold_id``) or, when
+            # background work held the session's lock, the job records it; a full queue
+            # only delays it to the next sweep or write, which the answer reports as
+            # degraded.
             scheduled = self.consolidator.schedule(attribution.key, attribution.session)
             degraded = not scheduled
         response = WriteResponse(accepted=len(turns), scheduled=scheduled, degraded=degraded)

@@ -16,7 +16,7 @@ import pytest
 from kaos_memory.storage import pgfacts
 from psycopg import sql
 
-from tests.support.postgres import connect, pg_query
+from tests.support.postgres import connect, generic_plan, mem0_pgvector, pg_query
 
 pytestmark = pytest.mark.postgres
 
@@ -32,20 +32,7 @@ LIMIT = 60
 
 @pytest.fixture
 def store(pg_dsn: str) -> Iterator[Any]:
-    from mem0.vector_stores.pgvector import PGVector
-
-    s = PGVector(
-        dbname=None,
-        collection_name=TABLE,
-        embedding_model_dims=DIMS,
-        user=None,
-        password=None,
-        host=None,
-        port=None,
-        diskann=False,
-        hnsw=True,
-        connection_string=pg_dsn,
-    )
+    s = mem0_pgvector(pg_dsn, TABLE, DIMS)
     s._ensure_collection()
     try:
         yield s
@@ -88,16 +75,7 @@ def _cosine_distance(a: list[float], b: list[float]) -> float:
 def _generic_plan(pool: Any, query: sql.Composed, params: list[Any]) -> str:
     """The plan a pooled connection runs once psycopg has prepared the statement."""
     with pool.connection() as conn:
-        text = query.as_string(conn)
-        for n in range(1, len(params) + 1):
-            text = text.replace("%s", f"${n}", 1)
-        conn.execute(f"PREPARE probe AS {text}")
-        conn.execute("SET plan_cache_mode = force_generic_plan")
-        args = sql.SQL(", ").join(sql.Literal(str(p) if isinstance(p, list) else p) for p in params)
-        rows = conn.execute(sql.SQL("EXPLAIN EXECUTE probe({})").format(args)).fetchall()
-        conn.execute("DEALLOCATE probe")
-        conn.execute("RESET plan_cache_mode")
-    return "\n".join(r[0] for r in rows)
+        return "\n".join(generic_plan(conn, query, params))
 
 
 def test_indexes_are_created_once_and_again_without_error(store: Any, pg_dsn: str) -> None:

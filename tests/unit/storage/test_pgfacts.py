@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 from kaos_memory.storage import pgfacts
-from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from tests.support.postgres import connect, pg_query
+from tests.support.postgres import connect, generic_plan, pg_query
 
 pytestmark = pytest.mark.postgres
 
@@ -118,16 +117,3 @@ def test_a_tenant_search_reads_the_tenant_through_its_index(
         plan = "\n".join(generic_plan(conn, query, params))
     assert f"{TABLE}_kaos_user_id_idx" in plan, plan
     assert "Seq Scan" not in plan, plan
-
-
-def generic_plan(conn: Any, query: sql.Composed, params: list[Any]) -> list[str]:
-    """The plan of ``query`` as a prepared statement under its generic plan: what a pooled
-    connection runs from a statement's sixth execution on (the parameters' values unseen)."""
-    text = query.as_string(conn)
-    for n in range(1, len(params) + 1):
-        text = text.replace("%s", f"${n}", 1)
-    conn.execute(f"PREPARE probe AS {text}")
-    conn.execute("SET plan_cache_mode = force_generic_plan")
-    args = sql.SQL(", ").join(sql.Literal(str(p) if isinstance(p, list) else p) for p in params)
-    rows = conn.execute(sql.SQL("EXPLAIN EXECUTE probe({})").format(args)).fetchall()
-    return [r[0] for r in rows]

@@ -73,7 +73,7 @@ T = TypeVar("T")
 # A vector-store hit: fact id, similarity, payload (None when the store kept none).
 Hit = tuple[str, float, dict[str, Any] | None]
 
-# Listing reads at most this many rows of one scope per page request.
+# A fold's facts are read in one listing of at most this many rows (``erase_fold``).
 LIST_SCAN_LIMIT = 1_000_000
 ERASE_BATCH = 1000
 _EXTRACTED_ROLES = ("user", "assistant")
@@ -582,7 +582,7 @@ class Mem0LongTermStore:
         async with self._pg.connection() as conn:
             cur = await conn.execute(query, params)
             rows = await cur.fetchall()
-        return [(str(r[0]), max(0.0, 1.0 - float(r[1])), r[2]) for r in rows]
+        return list(pgfacts.hits(rows))
 
     async def _chroma_search(
         self, query: str, vector: list[float], filters: dict[str, str], size: int
@@ -629,11 +629,6 @@ class Mem0LongTermStore:
         return await self._run(self._list_sync, scope, limit, after)
 
     def _list_sync(
-        self, scope: Scope, limit: int, after: tuple[str, str] | None
-    ) -> tuple[list[Fact], str | None]:
-        return self._page_sync(scope, limit, after)
-
-    def _page_sync(
         self, scope: Scope, limit: int, after: tuple[str, str] | None
     ) -> tuple[list[Fact], str | None]:
         """One page in the index's order (``pgfacts`` on pgvector, ``chromafacts`` on

@@ -147,6 +147,11 @@ def search(
     query, params = search_query(table, vector, filters, limit)
     with pool.connection() as conn:
         rows = conn.execute(query, params).fetchall()
+    return hits(rows)
+
+
+def hits(rows: list[Any]) -> list[Row]:
+    """The rows of ``search_query`` as ``(id, 1 - cosine distance, payload)``."""
     return [(str(r[0]), max(0.0, 1.0 - float(r[1])), r[2]) for r in rows]
 
 
