@@ -269,6 +269,17 @@ class TrackedProcess:
             with contextlib.suppress(ProcessLookupError):
                 self.popen.kill()
 
+    def stop(self, grace: float) -> None:
+        """SIGTERM to its group; SIGKILL after ``grace`` seconds; reaped."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            self.signal_group(sig)
+            deadline = time.monotonic() + grace
+            while self.alive() and time.monotonic() < deadline:
+                time.sleep(POLL_INTERVAL / 5)
+            if not self.alive():
+                break
+        self.reap()
+
     def reap(self) -> None:
         if self.popen is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -804,16 +815,7 @@ def _terminate(procs: Sequence[TrackedProcess], grace: float) -> None:
     """Stop the components newest first, so each goes while what it talks to still runs
     (an API server whose etcd is gone hangs in its shutdown); SIGKILL after ``grace``."""
     for p in reversed(procs):
-        p.signal_group(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while p.alive() and time.monotonic() < deadline:
-            time.sleep(POLL_INTERVAL / 5)
-        if p.alive():
-            p.signal_group(signal.SIGKILL)
-            deadline = time.monotonic() + grace
-            while p.alive() and time.monotonic() < deadline:
-                time.sleep(POLL_INTERVAL / 5)
-        p.reap()
+        p.stop(grace)
 
 
 def _wait(

@@ -251,27 +251,6 @@ def host_snapshot() -> dict[str, Any]:
 # ------------------------------------------------------------------- process util
 
 
-class NodeProcess(TrackedProcess):
-    """A node service; stopped and recorded in the node's state file by this module."""
-
-    def kill(self, sig: int) -> None:
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pid, sig)
-
-    def stop(self, grace: float) -> None:
-        self.kill(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while self.alive() and time.monotonic() < deadline:
-            time.sleep(POLL_INTERVAL / 4)
-        if self.alive():
-            self.kill(signal.SIGKILL)
-            deadline = time.monotonic() + grace
-            while self.alive() and time.monotonic() < deadline:
-                time.sleep(POLL_INTERVAL / 4)
-        self.reap()
-
-
 def _pids_mentioning(text: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -318,8 +297,8 @@ class RealNode:
     host_ip: str = ""
     node_ip: str = ""
     before: dict[str, Any] = field(default_factory=dict)
-    procs: list[NodeProcess] = field(default_factory=list)
-    holder: NodeProcess | None = None
+    procs: list[TrackedProcess] = field(default_factory=list)
+    holder: TrackedProcess | None = None
 
     def __post_init__(self) -> None:
         if not self.ident:
@@ -380,8 +359,8 @@ class RealNode:
         node = cls(binaries, Path(state["workdir"]), detach=True, ident=state["ident"])
         node.host_ip, node.node_ip = state["host_ip"], state["node_ip"]
         node.before = state["before"]
-        node.holder = NodeProcess.from_json(state["holder"]) if state.get("holder") else None
-        node.procs = [NodeProcess.from_json(p) for p in state["processes"]]
+        node.holder = TrackedProcess.from_json(state["holder"]) if state.get("holder") else None
+        node.procs = [TrackedProcess.from_json(p) for p in state["processes"]]
         return node
 
     def running(self) -> bool:
@@ -482,7 +461,7 @@ class RealNode:
         self._wait("CoreDNS /ready", everything,
                    lambda: _http_ok(f"http://{self.node_ip}:8181/ready"))  # fmt: skip
 
-    def _wait(self, what: str, watch: Sequence[NodeProcess], ready: Callable[[], bool]) -> None:
+    def _wait(self, what: str, watch: Sequence[TrackedProcess], ready: Callable[[], bool]) -> None:
         while True:
             for p in watch:
                 if not p.alive():
@@ -497,7 +476,7 @@ class RealNode:
 
     def _spawn(
         self, name: str, argv: Sequence[str], *, argv0: str | None = None, in_netns: bool = True
-    ) -> NodeProcess:
+    ) -> TrackedProcess:
         from tests.support.cluster import _die_with_parent
 
         log = self.workdir / f"{name}.log"
@@ -515,7 +494,7 @@ class RealNode:
                 preexec_fn=None if self.detach else _die_with_parent,
             )
         # nsenter and unshare exec the program in place: the pid is the program's.
-        proc = NodeProcess(name, argv0 or argv[0], popen.pid, log, popen)
+        proc = TrackedProcess(name, argv0 or argv[0], popen.pid, log, popen)
         if name != "netns":
             self.procs.append(proc)
         return proc
