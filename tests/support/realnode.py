@@ -46,11 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.cluster import TrackedProcess, build_env
+from tests.support.cluster import BUILD_SCRIPT, TrackedProcess, build_env
 from tests.support.ociimage import Entry, build_archive
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "hack" / "k8s-build"
 
 NODE_NAME = "kaos-node"
 POD_SUBNET = "10.244.0.0/24"
