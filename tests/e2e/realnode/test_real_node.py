@@ -128,13 +128,24 @@ def test_pods_are_real_containers_behind_services_and_dns(real_node: NodeCluster
     # DNS names the Service and the API server's; the Service routes to the pod.
     answer = _exec(real_node, ns, "client", "nslookup", "kubernetes.default.svc.cluster.local")
     assert "10.96.0.1" in answer.stdout, answer.stdout
-    fetched = _exec(real_node, ns, "client", "wget", "-q", "-O", "-", f"http://web.{ns}/")
-    assert fetched.stdout.strip() == token
-    # The API server answers pods through the `kubernetes` Service (TLS refused or not,
-    # the TCP connection is what routes: busybox wget cannot verify the cluster CA).
-    probe = _exec(real_node, ns, "client", "wget", "-q", "-T", "5", "-O", "-",
+
+    # kube-proxy programs the Service's DNAT rule some time after the endpoint turns Ready;
+    # a connection begun before that keeps its un-NATed conntrack entry through every SYN
+    # retry, so each attempt is a new connection with a short timeout until the rule is in.
+    # (busybox's own `wget -T` crashes in this build, 1.35.0 static: its `timeout` applet
+    # bounds the attempt instead.)
+    def fetch() -> str | None:
+        got = _exec(real_node, ns, "client", "busybox", "timeout", "3", "wget", "-q", "-O",
+                    "-", f"http://web.{ns}/", check=False)  # fmt: skip
+        return got.stdout.strip() if got.returncode == 0 else None
+
+    assert wait_until(fetch, timeout=READY_TIMEOUT, what=f"Service web.{ns} routes") == token
+    # The API server answers pods through the `kubernetes` Service: busybox's wget cannot
+    # complete the TLS handshake (no cipher in common), but the server's TLS alert shows
+    # that the connection reached it.
+    probe = _exec(real_node, ns, "client", "busybox", "timeout", "10", "wget", "-O", "-",
                   "https://kubernetes.default.svc/readyz", check=False)  # fmt: skip
-    assert "Connection refused" not in probe.stderr and "timed out" not in probe.stderr, probe
+    assert "(10.96.0.1:443)" in probe.stderr and "TLS error from peer" in probe.stderr, probe
 
     # The kubelet serves logs (the API server reaches it with its client certificate).
     logs = real_node.cluster.kubectl("logs", "-n", ns, "client").stdout
