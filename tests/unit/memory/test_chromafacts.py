@@ -354,3 +354,108 @@ def test_a_filter_on_a_key_the_index_lacks_is_refused(memory: Any) -> None:
     with pytest.raises(ValueError, match="kaos_fold"):
         chromafacts.page(memory, {"kaos_group": GROUP, "kaos_fold": "3"}, 10, None)
     assert chromafacts.page(memory, {"kaos_group": GROUP}, 0, None) == []
+
+
+# --- searches by the scope's ids --------------------------------------------------------
+
+
+def test_a_scopes_ids_are_exactly_its_facts_once_the_index_is_complete(memory: Any) -> None:
+    load(memory, 1200, random.Random(11))
+    some = mem0_filter(scopes()["agent+principal"])
+    # Recorded facts alone do not make the index complete: Chroma may hold others.
+    assert chromafacts.scope_ids(memory, some) is None
+    chromafacts.ensure(memory)
+    for name, scope in scopes().items():
+        filters = mem0_filter(scope)
+        ids = chromafacts.scope_ids(memory, filters)
+        assert ids is not None and len(ids) == len(set(ids)), name
+        assert sorted(ids) == sorted(f for _, f in oracle(memory, filters)), name
+    chromafacts.mark_stale(memory)
+    assert chromafacts.scope_ids(memory, some) is None
+
+
+@pytest.mark.parametrize("name", list(scopes()))
+def test_a_scopes_ids_are_one_index_only_read(memory: Any, name: str) -> None:
+    load(memory, 50, random.Random(1))
+    filters = mem0_filter(scopes()[name])
+    query, params = chromafacts.ids_query("chromafacts", filters)
+    with sqlite3.connect(chromafacts.index_file(memory)) as conn:
+        plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}", params)]
+    index = chromafacts.SHAPES[frozenset(k for k, v in filters.items() if v != WILDCARD)]
+    assert len(plan) == 1 and plan[0].startswith(
+        f"SEARCH {chromafacts.TABLE} USING COVERING INDEX {index} ("
+    ), plan
+
+
+async def test_recall_by_indexed_ids_finds_the_scopes_facts_only_and_survives_a_stale_entry(
+    tmp_path: Path, devmodel: DevModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kaos_memory.scope import Attribution
+    from kaos_memory.storage.base import FoldTag, TurnRow
+    from kaos_memory.storage.longterm import Mem0LongTermStore
+
+    monkeypatch.setenv("MEM0_TELEMETRY", "False")
+    settings = MemorySettings(
+        storage="local",
+        data_dir=tmp_path,
+        collection=GROUP,
+        model_base_url=devmodel.base_url,
+        embedding_dims=devmodel.embedding_dims,
+    )
+    store = Mem0LongTermStore(settings)
+    await store.start()
+    try:
+        topics = ["violin lessons", "marathon training", "sourdough baking", "tax return"]
+        owners = [(p, a) for p in PRINCIPALS for a in AGENTS]
+        ids: dict[tuple[str, str, str], str] = {}
+        for seq, (topic, (principal, agent)) in enumerate(itertools.product(topics, owners)):
+            text = f"{principal} talks about {topic}"
+            turn = TurnRow(
+                seq, "user", text, 5, "2026-03-01T10:00:00+00:00", principal, agent, False
+            )
+            attribution = Attribution(GROUP, "s0", principal, agent)
+            (ids[(topic, principal, agent)],) = await store.add(
+                [turn], attribution, False, FoldTag(1, 1)
+            )
+
+        async def recall(principal: str, agent: str, topic: str) -> list[Any]:
+            scope = Scope("agent", GROUP, "s0", principal, agent)
+            return await store.search(scope, f"{principal} talks about {topic}", 10)
+
+        def owned(facts: list[Any], principal: str, agent: str) -> bool:
+            return {(f.user_id, f.agent_id) for f in facts} == {(principal, agent)}
+
+        # Written facts are recorded, and the index was reconciled at start: complete.
+        principal, agent = PRINCIPALS[1], AGENTS[0]
+        named = chromafacts.scope_ids(
+            store.memory, mem0_filter(Scope("agent", GROUP, "s0", principal, agent))
+        )
+        assert named is not None and sorted(named) == sorted(
+            ids[(t, principal, agent)] for t in topics
+        )
+        by_ids = await recall(principal, agent, "sourdough baking")
+        assert by_ids[0].id == ids[("sourdough baking", principal, agent)]
+        assert len(by_ids) == len(topics) and owned(by_ids, principal, agent)
+
+        # Chroma's own filter (the index not known complete) gives the same answer.
+        chromafacts.mark_stale(store.memory)
+        assert [f.id for f in await recall(principal, agent, "sourdough baking")] == [
+            f.id for f in by_ids
+        ]
+        chromafacts.ensure(store.memory)
+
+        # A fact deleted behind KAOS's back: Chroma refuses its id, the search still
+        # answers (by Chroma's filter) and without it.
+        gone = ids[("sourdough baking", principal, agent)]
+        store.memory.vector_store.delete(gone)
+        after = await recall(principal, agent, "sourdough baking")
+        assert after and gone not in {f.id for f in after} and owned(after, principal, agent)
+
+        # An erasure through KAOS leaves the index naming only what Chroma holds.
+        erased = ids[("tax return", principal, agent)]
+        assert await store.erase_ids([erased]) == 1
+        chromafacts.reconcile(store.memory)  # drops the entry deleted behind KAOS's back
+        left = await recall(principal, agent, "tax return")
+        assert erased not in {f.id for f in left} and owned(left, principal, agent)
+    finally:
+        await store.close()

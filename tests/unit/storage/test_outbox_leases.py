@@ -182,3 +182,35 @@ async def test_local_restart_voids_leftover_leases(store: SqlConversationStore) 
     assert await store.acquire_lease("k", "extract", "dead-process", 3600)
     assert await store.release_all_leases() == 1
     assert await store.acquire_lease("k", "extract", "new-process", 60)
+
+
+async def test_a_recalls_session_read_is_the_window_and_digest_its_principal_may_see(
+    store: SqlConversationStore,
+) -> None:
+    await write(store, 5)
+    fold = await store.claim_fold(WHO.key, WHO.session, FoldPolicy(30, 10, 100))
+    assert fold is not None
+    assert await store.add_digest(WHO.key, "alice plans a trip", [fold.id], 3) is not None
+    read = await store.read_session(WHO.key, "alice", 10, turns=True, digest=True)
+    # The unfolded turns, newest first, and the latest digest: in one round of the store.
+    unfolded = [r.content for r in await store.window_rows(WHO.key, 10)]
+    assert [t.content for t in read.turns] == unfolded and unfolded[0] == "turn 4"
+    assert read.digest is not None and read.digest.summary == "alice plans a trip"
+    # Each part alone, and none: the same rows.
+    assert (await store.read_session(WHO.key, None, 2, turns=True, digest=False)).turns == (
+        read.turns[:2]
+    )
+    alone = await store.read_session(WHO.key, "alice", 10, turns=False, digest=True)
+    assert alone.turns == [] and alone.digest == read.digest
+    assert await store.read_session(WHO.key, None, 10, turns=False, digest=False) == type(read)(
+        turns=[], digest=None
+    )
+    # A principal who never wrote to the session reads nothing of it.
+    bob = await store.read_session(WHO.key, "bob", 10, turns=True, digest=True)
+    assert bob.turns == [] and bob.digest is None
+    # The pooled connection a PostgreSQL read used is back out of autocommit: the next
+    # transaction on it must still be one.
+    pool = getattr(store._db, "_pool", None)
+    if pool is not None:
+        with pool.connection() as conn:
+            assert conn.autocommit is False

@@ -18,13 +18,15 @@ So KAOS keeps its own index, in a file only this module opens
 (``longterm.mem0_filter``), each ending in ``(created_at, fact_id)``: a page is one index
 seek after the cursor and ``limit`` rows, ``O(log n + limit)`` whatever the size of the
 scope or the store. The payloads then come from Chroma by id (``get(ids=...)``, its
-unique index), so a page serves exactly what Chroma holds.
+unique index), so a page serves exactly what Chroma holds. Searches use the same
+indexes to name a scope's ids to Chroma (``scope_ids``) instead of its ``where``.
 
 How it stays equal to Chroma's contents, and repairs itself when it is not:
 
 - ``record`` after every write (``Memory.add`` returns the ids; the entry is built from
-  what Chroma then holds, not from what KAOS meant to write) and ``forget`` after every
-  deletion. Mem0 2.2.1's ``add`` only adds; KAOS deletes only through ``Memory.delete``.
+  what Chroma then holds, not from what KAOS meant to write) and ``forget`` before every
+  deletion (a search names indexed ids, and Chroma refuses an id it does not hold). Mem0
+  2.2.1's ``add`` only adds; KAOS deletes only through ``Memory.delete``.
 - Every page checks its rows against Chroma: an id Chroma no longer has is dropped from
   the index, an entry whose keys differ from the payload is rewritten, and the page is
   read again from the same position. A stale entry can delay a page, never leak a fact
@@ -246,13 +248,11 @@ def _maybe_reconcile(memory: Any, conn: sqlite3.Connection, name: str) -> None:
 # --- paging ---------------------------------------------------------------------------------
 
 
-def page_query(
-    collection: str, filters: dict[str, str], limit: int, after: tuple[str, str] | None
-) -> tuple[str, list[Any]]:
-    """The statement and parameters of one page of index rows (also what tests explain)."""
+def _where(collection: str, filters: dict[str, str]) -> tuple[str, list[str], list[Any]]:
+    """The index hint, conditions and parameters selecting ``filters``' rows."""
     unknown = sorted(set(filters) - set(SCOPE_KEYS))
     if unknown:
-        raise ValueError(f"cannot page on filter keys {unknown}")
+        raise ValueError(f"cannot select on filter keys {unknown}")
     concrete = {k: v for k, v in filters.items() if v != WILDCARD}
     index = SHAPES.get(frozenset(concrete))
     hint = f" INDEXED BY {index}" if index is not None else ""
@@ -262,6 +262,14 @@ def page_query(
         if key in concrete:
             conditions.append(f"{key} = ?")
             params.append(concrete[key])
+    return hint, conditions, params
+
+
+def page_query(
+    collection: str, filters: dict[str, str], limit: int, after: tuple[str, str] | None
+) -> tuple[str, list[Any]]:
+    """The statement and parameters of one page of index rows (also what tests explain)."""
+    hint, conditions, params = _where(collection, filters)
     if after is not None:
         conditions.append("(created_at, fact_id) > (?, ?)")
         params += [after[0], after[1]]
@@ -271,6 +279,32 @@ def page_query(
         f" WHERE {' AND '.join(conditions)} ORDER BY created_at, fact_id LIMIT ?"
     )
     return query, [*params, limit]
+
+
+def ids_query(collection: str, filters: dict[str, str]) -> tuple[str, list[Any]]:
+    """The statement and parameters of every fact id inside ``filters`` (an index-only
+    scan of the filter shape's index)."""
+    hint, conditions, params = _where(collection, filters)
+    return f"SELECT fact_id FROM {TABLE}{hint} WHERE {' AND '.join(conditions)}", params
+
+
+def scope_ids(memory: Any, scope_filters: dict[str, str]) -> list[str] | None:
+    """The ids of the facts inside ``scope_filters``, for a search that names them
+    (``collection.query(ids=...)``) instead of filtering in Chroma; None while the index
+    is not known complete (the caller filters in Chroma then).
+
+    Measured on chromadb 1.5 (100k facts, 64 dimensions, a pool of 60): a ``where`` on a
+    tenant of 1,000 facts took 81 ms and one of 5,000 75 ms, the same searches naming
+    their ids 23 and 13 ms; Chroma evaluates each condition over every row it matches, in
+    the whole collection, so ``agent_id`` alone (5% of the store) costs more than the
+    search. Named ids cost what the tenant holds.
+    """
+    name = _collection(memory).name
+    with _connect(memory) as conn:
+        if conn.execute("SELECT 1 FROM complete WHERE collection = ?", (name,)).fetchone() is None:
+            return None
+        query, params = ids_query(name, scope_filters)
+        return [str(r[0]) for r in conn.execute(query, params)]
 
 
 def page(
@@ -312,10 +346,12 @@ __all__ = [
     "TABLE",
     "ensure",
     "forget",
+    "ids_query",
     "index_file",
     "mark_stale",
     "page",
     "page_query",
     "reconcile",
     "record",
+    "scope_ids",
 ]

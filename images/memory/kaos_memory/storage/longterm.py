@@ -589,19 +589,42 @@ class Mem0LongTermStore:
     ) -> list[Hit]:
         if self._searches is None:
             raise RuntimeError("long-term store is not started")
-        # The collection is the group, so Chroma is not asked to match the group key:
-        # every row has it, and Chroma materialises each condition's rows, a cost that
-        # grows with the whole collection (measured 4 ms at 4k facts). ``_ranked``
-        # re-checks it.
-        tenant = {k: v for k, v in filters.items() if k != GROUP_KEY}
-        store = self.memory.vector_store
-        found = await asyncio.get_running_loop().run_in_executor(
-            self._searches,
-            functools.partial(
-                store.search, query=query, vectors=vector, top_k=size, filters=tenant or None
-            ),
+        return await asyncio.get_running_loop().run_in_executor(
+            self._searches, self._chroma_query, query, vector, filters, size
         )
-        return [(str(h.id), h.score or 0.0, h.payload) for h in found]
+
+    def _chroma_query(
+        self, query: str, vector: list[float], filters: dict[str, str], size: int
+    ) -> list[Hit]:
+        """The scope's ``size`` nearest facts on Chroma: by the ids the listing index holds
+        for the scope (``chromafacts.scope_ids``: cost grows with the tenant, not the
+        store), else by Chroma's own filter. Either way ``_ranked`` re-checks the scope."""
+        from chromadb.errors import InternalError
+
+        from kaos_memory.storage import chromafacts
+
+        store = self.memory.vector_store
+        # The collection is the group, so Chroma is never asked to match the group key.
+        tenant = {k: v for k, v in filters.items() if k != GROUP_KEY}
+        ids = chromafacts.scope_ids(self.memory, filters) if tenant else None
+        if ids is not None:
+            if not ids:
+                return []
+            try:
+                found = store.collection.query(
+                    query_embeddings=[vector],
+                    ids=ids,
+                    n_results=min(size, len(ids)),
+                    include=["metadatas", "distances"],
+                )
+            except InternalError:
+                # An indexed id Chroma no longer has (deleted behind KAOS's back): this
+                # search filters in Chroma; a listing page or the next start repairs it.
+                log.warning("searching by indexed ids failed; filtering in Chroma")
+            else:
+                return [(str(h.id), h.score or 0.0, h.payload) for h in store._parse_output(found)]
+        hits = store.search(query=query, vectors=vector, top_k=size, filters=tenant or None)
+        return [(str(h.id), h.score or 0.0, h.payload) for h in hits]
 
     def _ranked(self, scope: Scope, query: str, hits: list[Hit], top_k: int) -> list[Fact]:
         threshold = self.settings.recall_threshold
@@ -680,10 +703,12 @@ class Mem0LongTermStore:
             if marker in seen:
                 raise StorageError("long-term erasure made no progress")
             seen.add(marker)
+            # Out of the index first: a search names indexed ids, and Chroma refuses an
+            # id it does not hold.
+            self._forget(batch)
             for fact_id in batch:
                 self._delete_one(fact_id)
                 deleted.append(fact_id)
-        self._forget(deleted)
         self._purge_history(deleted, scope, sessions)
         return len(deleted)
 
@@ -691,14 +716,15 @@ class Mem0LongTermStore:
         return await self._run(self._erase_ids_sync, ids)
 
     def _erase_ids_sync(self, ids: list[str]) -> int:
-        count = sum(self._delete_one(i) for i in ids)
         self._forget(ids)
+        count = sum(self._delete_one(i) for i in ids)
         self._purge_history(ids, None)
         return count
 
     def _forget(self, ids: list[str]) -> None:
-        """Drop deleted facts from the Chroma listing index (an entry left behind by a
-        failure here is dropped by the first page that meets it, or at the next start)."""
+        """Drop facts about to be deleted from the Chroma listing index (a fact whose
+        deletion then fails is indexed again by the next reconcile: the count check of a
+        listing page, or the next start)."""
         if self.backend == "chroma" and ids:
             from kaos_memory.storage import chromafacts
 

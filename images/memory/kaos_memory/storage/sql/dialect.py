@@ -8,9 +8,10 @@ when it began: every row a call writes carries the same time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from kaos_memory.clock import iso
 
@@ -24,6 +25,10 @@ class Cursor(Protocol):
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
+
+
+# One statement with ``%s`` placeholders and its parameters.
+Statement: TypeAlias = tuple[str, tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,12 @@ class Dialect(Protocol):
         ...
 
     def transaction(self) -> AbstractContextManager[Cursor]: ...
+
+    def read(self, statements: Sequence[Statement]) -> list[list[Any]]:
+        """Run read-only ``statements`` as one unit, every row of each: sent together where
+        the driver can (PostgreSQL's pipeline: one wait on the server, not one per
+        statement plus ``BEGIN`` and ``COMMIT``)."""
+        ...
 
     def lock_schema(self, cur: Cursor) -> None:
         """Serialise schema migrations of replicas starting at once (inside the transaction)."""

@@ -7,13 +7,13 @@ replicas on one database serialise their folds of a session instead of double-fo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor
+from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor, Statement
 
 TYPES = ColumnTypes(
     identity="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
@@ -71,6 +71,22 @@ class PostgresDialect:
             raise RuntimeError("postgres store is not open")
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             yield cur
+
+    def read(self, statements: Sequence[Statement]) -> list[list[Any]]:
+        if self._pool is None:
+            raise RuntimeError("postgres store is not open")
+        with self._pool.connection() as conn:
+            # Autocommit in a pipeline: no BEGIN or COMMIT of the client's, and the server
+            # runs everything up to the pipeline's one Sync as one implicit transaction.
+            conn.autocommit = True
+            try:
+                with conn.pipeline():
+                    cursors = [conn.execute(self.sql(t), p) for t, p in statements]
+                return [cur.fetchall() for cur in cursors]
+            finally:
+                # A broken connection refuses the setter; the pool discards it anyway.
+                with suppress(Exception):
+                    conn.autocommit = False
 
     def lock_schema(self, cur: Cursor) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))

@@ -24,10 +24,14 @@ def turn_row(row: tuple[Any, ...]) -> TurnRow:
     )
 
 
-def latest_digest(tx: Tx, key: str) -> Digest | None:
-    row = tx.one(
-        "SELECT version, summary FROM kaos_mem_digests WHERE key = %s"
-        " ORDER BY version DESC LIMIT 1",
-        (key,),
-    )
+LATEST_DIGEST = (
+    "SELECT version, summary FROM kaos_mem_digests WHERE key = %s ORDER BY version DESC LIMIT 1"
+)
+
+
+def digest_row(row: tuple[Any, ...] | None) -> Digest | None:
     return None if row is None else Digest(version=int(row[0]), summary=row[1])
+
+
+def latest_digest(tx: Tx, key: str) -> Digest | None:
+    return digest_row(tx.one(LATEST_DIGEST, (key,)))

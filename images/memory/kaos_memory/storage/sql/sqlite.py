@@ -8,11 +8,12 @@ readers in other processes (tests, operators' debugging) never block the writer,
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor
+from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor, Statement
 
 TYPES = ColumnTypes(
     identity="INTEGER PRIMARY KEY AUTOINCREMENT", bigint="INTEGER", boolean="INTEGER", double="REAL"
@@ -60,6 +61,18 @@ class SqliteDialect:
         else:
             cur.execute("COMMIT")
         finally:
+            cur.close()
+
+    def read(self, statements: Sequence[Statement]) -> list[list[Any]]:
+        if self._conn is None:
+            raise RuntimeError("sqlite store is not open")
+        cur = self._conn.cursor()
+        # A read transaction (deferred): one snapshot for every statement, no write lock.
+        cur.execute("BEGIN")
+        try:
+            return [cur.execute(self.sql(text), params).fetchall() for text, params in statements]
+        finally:
+            cur.execute("COMMIT")
             cur.close()
 
     def lock_schema(self, cur: Cursor) -> None:

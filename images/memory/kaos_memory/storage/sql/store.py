@@ -119,9 +119,13 @@ class SqlConversationStore:
     async def read_session(
         self, key: str, principal: str | None, limit: int, *, turns: bool, digest: bool
     ) -> SessionRead:
-        return await self._run(
-            window.read_session, key, principal, limit, turns=turns, digest=digest
-        )
+        statements = window.session_statements(key, principal, limit, turns=turns, digest=digest)
+
+        def read() -> SessionRead:
+            results = self._db.read(statements)
+            return window.session_read(results, principal, turns=turns, digest=digest)
+
+        return await self._hop(read)
 
     async def idle_sessions(self, idle_since: str, limit: int) -> list[IdleSession]:
         return await self._run(window.idle_sessions, idle_since, limit)

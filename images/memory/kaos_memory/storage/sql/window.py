@@ -19,8 +19,14 @@ from kaos_memory.storage.base import (
     TurnRow,
 )
 from kaos_memory.storage.sql import folds
-from kaos_memory.storage.sql.dialect import Tx
-from kaos_memory.storage.sql.rows import TURN_COLUMNS, latest_digest, turn_row
+from kaos_memory.storage.sql.dialect import Statement, Tx
+from kaos_memory.storage.sql.rows import (
+    LATEST_DIGEST,
+    TURN_COLUMNS,
+    digest_row,
+    latest_digest,
+    turn_row,
+)
 
 __all__ = [
     "NONE",
@@ -28,7 +34,8 @@ __all__ = [
     "idle_sessions",
     "is_attributed",
     "latest_digest",
-    "read_session",
+    "session_read",
+    "session_statements",
     "window_rows",
 ]
 
@@ -105,32 +112,49 @@ def append(
     return Appended(stats=stats, fold_id=fold_id)
 
 
+_WINDOW = (
+    f"SELECT {TURN_COLUMNS} FROM kaos_mem_turns"
+    " WHERE key = %s AND folded_by IS NULL ORDER BY seq DESC LIMIT %s"
+)
+_ATTRIBUTED = "SELECT 1 FROM kaos_mem_attribution WHERE key = %s AND principal = %s LIMIT 1"
+
+
 def window_rows(tx: Tx, key: str, limit: int) -> list[TurnRow]:
-    rows = tx.all(
-        f"SELECT {TURN_COLUMNS} FROM kaos_mem_turns"
-        " WHERE key = %s AND folded_by IS NULL ORDER BY seq DESC LIMIT %s",
-        (key, limit),
-    )
-    return [turn_row(r) for r in rows]
+    return [turn_row(r) for r in tx.all(_WINDOW, (key, limit))]
 
 
 def is_attributed(tx: Tx, key: str, principal: str) -> bool:
-    row = tx.one(
-        "SELECT 1 FROM kaos_mem_attribution WHERE key = %s AND principal = %s LIMIT 1",
-        (key, principal),
-    )
-    return row is not None
+    return tx.one(_ATTRIBUTED, (key, principal)) is not None
 
 
-def read_session(
-    tx: Tx, key: str, principal: str | None, limit: int, *, turns: bool, digest: bool
+def session_statements(
+    key: str, principal: str | None, limit: int, *, turns: bool, digest: bool
+) -> list[Statement]:
+    """A recall's reads of a session, for ``Dialect.read`` (sent together, so the store
+    is waited on once): the principal-bound check when ``principal`` is set, the newest
+    ``limit`` unfolded turns if ``turns``, the latest digest if ``digest``. Nothing in
+    one depends on another's answer; ``session_read`` decides."""
+    statements: list[Statement] = []
+    if principal is not None:
+        statements.append((_ATTRIBUTED, (key, principal)))
+    if turns:
+        statements.append((_WINDOW, (key, limit)))
+    if digest:
+        statements.append((LATEST_DIGEST, (key,)))
+    return statements
+
+
+def session_read(
+    results: list[list[tuple[object, ...]]], principal: str | None, *, turns: bool, digest: bool
 ) -> SessionRead:
-    if principal is not None and not is_attributed(tx, key, principal):
+    """The ``SessionRead`` of ``session_statements``' results (same arguments): empty
+    when the principal never wrote to the session, whatever the other reads found."""
+    rows = iter(results)
+    if principal is not None and not next(rows):
         return SessionRead(turns=[], digest=None)
-    return SessionRead(
-        turns=window_rows(tx, key, limit) if turns else [],
-        digest=latest_digest(tx, key) if digest else None,
-    )
+    window = [turn_row(r) for r in next(rows)] if turns else []
+    latest = next(rows) if digest else []
+    return SessionRead(turns=window, digest=digest_row(latest[0] if latest else None))
 
 
 def idle_sessions(tx: Tx, idle_since: str, limit: int) -> list[IdleSession]:
