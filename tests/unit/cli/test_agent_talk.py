@@ -10,6 +10,7 @@ import json
 import os
 import pty
 import select
+import signal
 import subprocess
 import termios
 import time
@@ -37,7 +38,10 @@ def kaos_json(*argv: str) -> Any:
 
 def _controlling_terminal() -> None:
     """In the child: a new session whose controlling terminal is the pty (stdin), so the
-    terminal's Ctrl-C reaches it as SIGINT, as in a shell."""
+    terminal's Ctrl-C reaches it as SIGINT, as in a shell. SIGINT's default disposition
+    too, as an interactive shell gives its foreground jobs: a suite started in the
+    background (``make test &``) inherits it ignored, and Python then keeps it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
