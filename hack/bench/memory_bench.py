@@ -197,6 +197,7 @@ async def measure(
 
 async def bench_service(url: str, ops: int, concurrency: int, rng: random.Random) -> dict[str, Any]:
     timeout = aiohttp.ClientTimeout(total=60)
+    found: list[int] = []
     async with aiohttp.ClientSession(timeout=timeout) as http:
 
         def hdrs(i: int) -> dict[str, str]:
@@ -221,6 +222,7 @@ async def bench_service(url: str, ops: int, concurrency: int, rng: random.Random
                 doc = await resp.json()
                 # Degraded = the long-term search missed KAOS_MEMORY_RECALL_TIMEOUT.
                 assert resp.status == 200, doc
+                found.append(len(doc["long_term"]["facts"]))
                 return bool(doc["degraded"])
 
         async def window(i: int) -> bool:
@@ -254,12 +256,14 @@ async def bench_service(url: str, ops: int, concurrency: int, rng: random.Random
             "write_conc": await measure(write, ops, concurrency),
         }
         await background_idle()
+        found.clear()
         return {
             **written,
             "window": await measure(window, ops, 1),
             "window_conc": await measure(window, ops, concurrency),
             "recall": await measure(recall, ops, 1),
             "recall_conc": await measure(recall, max(ops, 4 * concurrency), concurrency),
+            "recall_found": sum(found) / max(1, len(found)),
         }
 
 
@@ -305,15 +309,20 @@ def bench_library(memory: Any, ops: int, concurrency: int, rng: random.Random) -
             infer=False,
         )
 
+    found: list[int] = []
+
     def recall(i: int) -> None:
-        memory.search(sentence(rng), top_k=10, filters={**ids(i), "kaos_group": GROUP})
+        result = memory.search(sentence(rng), top_k=10, filters={**ids(i), "kaos_group": GROUP})
+        found.append(len(result["results"]))
 
     for i in range(10):
         recall(i)
+    found.clear()
     return {
         "write": timed(write),
         "recall": timed(recall),
         "recall_conc": threaded(recall, max(ops, 4 * concurrency)),
+        "recall_found": sum(found) / max(1, len(found)),
     }
 
 
@@ -388,6 +397,8 @@ def run_mode(
                 "degraded": max(s["degraded"], c["degraded"]),
                 "lib_p50": lib["p50_ms"] if lib else float("nan"),
                 "lib_conc_ops": lib_conc["ops_s"] if lib_conc else float("nan"),
+                "svc_found": service.get(f"{op}_found", float("nan")),
+                "lib_found": library.get(f"{op}_found", float("nan")),
             }
         )
     return rows
@@ -399,6 +410,7 @@ def print_table(rows: list[dict[str, Any]], concurrency: int) -> None:
         f"{'mode':<9}{'facts':>8} {'op':<7}"
         f"{'svc p50':>9}{'svc p99':>9}{'lib p50':>9}{'p50 x':>7}"
         f"{f'svc {c}/s':>10}{f'{c} p99':>9}{f'lib {c}/s':>10}{'ops x':>7}{'degr':>6}"
+        f"{'found':>12}"
     )
     print(head)
     print("-" * len(head))
@@ -410,13 +422,15 @@ def print_table(rows: list[dict[str, Any]], concurrency: int) -> None:
             f"{r['svc_p50']:>9.2f}{r['svc_p99']:>9.2f}{r['lib_p50']:>9.2f}{p50_ratio:>7.2f}"
             f"{r['svc_conc_ops']:>10.0f}{r['svc_conc_p99']:>9.2f}{r['lib_conc_ops']:>10.0f}"
             f"{ops_ratio:>7.2f}{r['degraded'] * 100:>5.0f}%"
+            f"{r['svc_found']:>6.1f}/{r['lib_found']:<5.1f}"
         )
     print(
         "(latencies in ms; lib: the Mem0 library in one process (add with infer=False, search),"
         f" lib {c}/s: its search driven by {concurrency} threads; p50 x = svc p50 / lib p50"
         " (target for recall <= 1.15); ops x = svc / lib throughput at"
         f" {concurrency} clients (target for recall >= 2); window: a session's window alone"
-        " (target p50 < 3 ms); degr = share of answers marked degraded)"
+        " (target p50 < 3 ms); degr = share of answers marked degraded; found = facts a"
+        " recall returned on average, service/library, of the 10 asked)"
     )
 
 

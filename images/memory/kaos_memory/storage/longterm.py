@@ -604,9 +604,11 @@ class Mem0LongTermStore:
         from kaos_memory.storage import chromafacts
 
         store = self.memory.vector_store
-        # The collection is the group, so Chroma is never asked to match the group key.
+        # The collection is the group, so Chroma is never asked to match the group key;
+        # a scope without a tenant key (the whole store) needs no ids either.
         tenant = {k: v for k, v in filters.items() if k != GROUP_KEY}
-        ids = chromafacts.scope_ids(self.memory, filters) if tenant else None
+        bounded = any(v != WILDCARD for v in tenant.values())
+        ids = chromafacts.scope_ids(self.memory, filters) if bounded else None
         if ids is not None:
             if not ids:
                 return []
