@@ -208,6 +208,21 @@ async def test_readiness_follows_postgres_and_answered_writes_survive_a_restart(
     stop.set()
     await load
 
+    # The long-term search's own pool held connections the restart killed: the first
+    # recall after it still answers whole (not degraded), on a replaced connection.
+    headers = {
+        "X-Agent-Identity": "kaos://agent/bench/restart",
+        "X-Principal": "alice",
+        "X-Session-Id": "after-restart",
+    }
+    body = {"level": "agent", "query": "restart", "include": ["long_term"]}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{url}/v1/recall", json=body, headers=headers) as resp,
+    ):
+        doc = await resp.json()
+    assert resp.status == 200 and doc["degraded"] is False, doc
+
     assert server.proc.proc.poll() is None and server.proc.proc.pid == pid, "service restarted"
     stored = {r[0] for r in server.db.relational("SELECT content FROM kaos_mem_turns")}
     assert result.answered, "no write was answered"

@@ -33,6 +33,7 @@ fetching the whole scope into Python for every page.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import psycopg
@@ -117,7 +118,7 @@ def ensure_indexes(pool: Any, table: str) -> None:
 
 def search_query(
     table: str, vector: list[float], filters: dict[str, str], limit: int
-) -> tuple[sql.Composed, list[Any]]:
+) -> tuple[sql.SQL, list[Any]]:
     """The statement and parameters of ``search`` (also what the benchmark explains).
 
     ``OFFSET 0`` keeps the subquery from being flattened, which is what keeps the HNSW
@@ -126,8 +127,18 @@ def search_query(
     mean every row of the group, so there the planner may still use the HNSW index
     (approximate, as Mem0's own search: at most ``hnsw.ef_search`` rows).
     """
-    where, params = _where(filters)
-    if any(k in TENANT_KEYS and v != WILDCARD for k, v in filters.items()):
+    shape = tuple((key, value == WILDCARD) for key, value in filters.items())
+    params = [v for v in filters.values() if v != WILDCARD]
+    return sql.SQL(_search_text(table, shape)), [vector, *params, limit]
+
+
+@functools.lru_cache(maxsize=256)
+def _search_text(table: str, shape: tuple[tuple[str, bool], ...]) -> str:
+    """``search_query``'s text for a table and a filter shape (its keys, and which are
+    wildcards), composed once: composing it per recall was a tenth of the event loop's
+    time at 32 clients (profiled)."""
+    where, _ = _where({key: WILDCARD if wild else "" for key, wild in shape})
+    if any(key in TENANT_KEYS and not wild for key, wild in shape):
         query = sql.SQL(
             "SELECT id, distance, payload FROM (SELECT id, vector <=> %s::vector AS distance,"
             " payload FROM {} WHERE {} OFFSET 0) AS scope ORDER BY distance LIMIT %s"
@@ -137,7 +148,7 @@ def search_query(
             "SELECT id, vector <=> %s::vector AS distance, payload FROM {} WHERE {}"
             " ORDER BY distance LIMIT %s"
         )
-    return query.format(sql.Identifier(table), where), [vector, *params, limit]
+    return query.format(sql.Identifier(table), where).as_string(None)
 
 
 def search(
