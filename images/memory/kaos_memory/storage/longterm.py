@@ -625,9 +625,10 @@ class Mem0LongTermStore:
         tenant = {k: v for k, v in filters.items() if k != GROUP_KEY}
         bounded = any(v != WILDCARD for v in tenant.values())
         ids = chromafacts.scope_ids(self.memory, filters) if bounded else None
+        if ids == []:
+            return []
+        hits = None
         if ids is not None:
-            if not ids:
-                return []
             try:
                 found = store.collection.query(
                     query_embeddings=[vector],
@@ -640,8 +641,9 @@ class Mem0LongTermStore:
                 # search filters in Chroma; a listing page or the next start repairs it.
                 log.warning("searching by indexed ids failed; filtering in Chroma")
             else:
-                return [(str(h.id), h.score or 0.0, h.payload) for h in store._parse_output(found)]
-        hits = store.search(query=query, vectors=vector, top_k=size, filters=tenant or None)
+                hits = store._parse_output(found)
+        if hits is None:
+            hits = store.search(query=query, vectors=vector, top_k=size, filters=tenant or None)
         return [(str(h.id), h.score or 0.0, h.payload) for h in hits]
 
     def _ranked(self, scope: Scope, query: str, hits: list[Hit], top_k: int) -> list[Fact]:
