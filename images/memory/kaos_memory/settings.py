@@ -97,6 +97,7 @@ class StorageSettings:
     dsn: str | None
     collection: str
     pg_pool_size: int
+    pg_partitions: int
 
     @property
     def group(self) -> str:
@@ -239,6 +240,15 @@ class MemorySettings(EnvSettings):
         default=8,
         ge=1,
         le=256,
+    )
+    pg_partitions: int = setting(
+        "storage",
+        "external mode: hash partitions by principal of a new long-term table (a principal's"
+        " search, listing and erasure read one partition); 0 keeps Mem0's single table. Read"
+        " only when the table is created: an existing table keeps its layout",
+        default=64,
+        ge=0,
+        le=1024,
     )
 
     model_base_url: str = setting(
@@ -691,6 +701,7 @@ class MemorySettings(EnvSettings):
             dsn=self.dsn,
             collection=self.collection,
             pg_pool_size=self.pg_pool_size,
+            pg_partitions=self.pg_partitions,
         )
 
     @property

@@ -70,13 +70,17 @@ def erasures(server: MemoryServer) -> list[tuple[Any, ...]]:
 
 
 def vacuumed(server: MemoryServer) -> bool:
-    """Whether the erased tables (KAOS's turns, Mem0's collection) were vacuumed."""
+    """Whether the erased tables (KAOS's turns, Mem0's collection: each of its partitions
+    when partitioned, since a partitioned table keeps no rows itself) were vacuumed."""
+    collection = server.db.collection
     rows = server.db.relational(
-        "SELECT relname FROM pg_stat_user_tables WHERE last_vacuum IS NOT NULL"
-        " AND relname IN ('kaos_mem_turns', %s)",
-        (server.db.collection,),
+        "SELECT relname, last_vacuum IS NOT NULL FROM pg_stat_user_tables WHERE relid IN"
+        " (SELECT 'kaos_mem_turns'::regclass UNION SELECT inhrelid FROM pg_inherits"
+        "  WHERE inhparent = %s::regclass UNION SELECT %s::regclass"
+        "  WHERE NOT EXISTS (SELECT FROM pg_inherits WHERE inhparent = %s::regclass))",
+        (collection, collection, collection),
     )
-    return len(rows) == 2
+    return len(rows) >= 2 and all(done for _, done in rows)
 
 
 def extracting_pid(server: MemoryServer) -> int:

@@ -1,13 +1,17 @@
 """KAOS's tenant-filtered queries (``kaos_memory.storage.pgfacts``) on the table Mem0's own
-pgvector store creates (HNSW index included), on a real PostgreSQL: a principal's search
-is exact (the ``limit`` nearest of its facts, never an HNSW index's first candidates),
-and a principal's page is read in order through its index."""
+pgvector store creates (HNSW index included), on a real PostgreSQL, in both layouts: the
+table partitioned by principal that KAOS creates for a new store, and Mem0's single table
+(a store created before, or ``KAOS_MEMORY_PG_PARTITIONS=0``). A principal's search is
+exact (the ``limit`` nearest of its facts, never an HNSW index's first candidates), a
+principal's page is read in order through its index, and a partitioned table reads the
+principal's partition only."""
 
 from __future__ import annotations
 
 import json
 import math
 import random
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -30,9 +34,16 @@ PER_PRINCIPAL = 1000
 LIMIT = 60
 
 
-@pytest.fixture
-def store(pg_dsn: str) -> Iterator[Any]:
+PARTITIONS = 8
+
+
+@pytest.fixture(params=["partitioned", "single"])
+def store(pg_dsn: str, request: pytest.FixtureRequest) -> Iterator[Any]:
     s = mem0_pgvector(pg_dsn, TABLE, DIMS)
+    if request.param == "partitioned":
+        # As the service does: the table, then Mem0's indexes on it.
+        assert pgfacts.create_table(s.connection_pool, TABLE, DIMS, PARTITIONS)
+        s.create_col()
     s._ensure_collection()
     try:
         yield s
@@ -78,18 +89,26 @@ def _generic_plan(pool: Any, query: sql.Composed, params: list[Any]) -> str:
         return "\n".join(generic_plan(conn, query, params))
 
 
-def test_indexes_are_created_once_and_again_without_error(store: Any, pg_dsn: str) -> None:
-    pgfacts.ensure_indexes(store.connection_pool, TABLE)
-    pgfacts.ensure_indexes(store.connection_pool, TABLE)  # a restart, or a second replica
-    found = {
+def _indexes(dsn: str) -> dict[str, str]:
+    return {
         r[0]: r[1]
         for r in pg_query(
-            pg_dsn, "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", [TABLE]
+            dsn, "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", [TABLE]
         )
     }
-    for name in ("user_id", "agent_id", "run_id", "agent_user", "user_order"):
+
+
+def test_indexes_are_created_once_and_again_without_error(store: Any, pg_dsn: str) -> None:
+    # An index an earlier version created, which one ending with the group replaces.
+    pg_query(pg_dsn, f"CREATE INDEX {TABLE}_kaos_user_id_idx ON {TABLE} ((payload->>'user_id'))")
+    pgfacts.ensure_indexes(store.connection_pool, TABLE)
+    pgfacts.ensure_indexes(store.connection_pool, TABLE)  # a restart, or a second replica
+    found = _indexes(pg_dsn)
+    for name in ("user_id_group", "agent_id_group", "run_id_group", "agent_user_group"):
         assert f"{TABLE}_kaos_{name}_idx" in found, found
+        assert "kaos_group" in found[f"{TABLE}_kaos_{name}_idx"]
     assert "created_at" in found[f"{TABLE}_kaos_user_order_idx"]
+    assert f"{TABLE}_kaos_user_id_idx" not in found, found
 
 
 @pytest.mark.parametrize("agent", [None, "coder"])
@@ -123,7 +142,11 @@ def test_a_principal_gets_exactly_its_nearest_facts_in_order(
     assert all(abs(h[1] - (1 - by_id[h[0]])) < 1e-5 for h in hits)
     plan = _generic_plan(pool, *pgfacts.search_query(TABLE, query, filters, LIMIT))
     assert "hnsw" not in plan, plan
-    assert "Seq Scan" not in plan, plan
+    if "Append" in plan:
+        # Partitioned: one partition (here only bob's: reading all of it is the plan).
+        assert f"Subplans Removed: {PARTITIONS - 1}" in plan, plan
+    else:
+        assert "Seq Scan" not in plan, plan
 
 
 def test_a_principal_pages_in_order_through_its_index(store: Any, pg_dsn: str) -> None:
@@ -144,5 +167,103 @@ def test_a_principal_pages_in_order_through_its_index(store: Any, pg_dsn: str) -
     assert seen == expected
     # A page after a cursor reads the principal's facts in order from the cursor on.
     plan = _generic_plan(pool, *pgfacts.page_query(TABLE, filters, 100, expected[500]))
-    assert f"{TABLE}_kaos_user_order_idx" in plan, plan
-    assert "Sort" not in plan, plan
+    nodes = [line.strip().removeprefix("->").strip() for line in plan.splitlines()]
+    # The order index, or (partitioned) its copy on the principal's partition.
+    ordered = [n for n in nodes if n.startswith("Index Scan using")]
+    assert len(ordered) == 1, plan
+    assert "coalesce_id_idx" in ordered[0] or f"{TABLE}_kaos_user_order_idx" in ordered[0], plan
+    assert not [n for n in nodes if n.split("  (")[0] in ("Sort", "Incremental Sort")], plan
+
+
+def _partitioned(pg_dsn: str) -> Any:
+    s = mem0_pgvector(pg_dsn, TABLE, DIMS)
+    assert pgfacts.create_table(s.connection_pool, TABLE, DIMS, PARTITIONS)
+    s.create_col()
+    s._ensure_collection()
+    return s
+
+
+def test_a_principal_is_read_from_its_partition_only(pg_dsn: str) -> None:
+    store = _partitioned(pg_dsn)
+    try:
+        pool = store.connection_pool
+        pgfacts.ensure_indexes(pool, TABLE)
+        rows = _rows(random.Random(5))
+        _load(pg_dsn, rows)
+        # Each principal's rows are in one partition, and Mem0's indexes are on each one.
+        placed = pg_query(
+            pg_dsn,
+            f"SELECT payload->>'user_id', count(DISTINCT tableoid) FROM {TABLE} GROUP BY 1",
+        )
+        assert sorted(placed) == [(p, 1) for p in sorted(PRINCIPALS)]
+        found = _indexes(pg_dsn)
+        assert f"{TABLE}_hnsw_idx" in found and f"{TABLE}_id_idx" in found, found
+        partition_indexes = pg_query(
+            pg_dsn,
+            "SELECT count(*) FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s",
+            [f"{TABLE}_p0", "%USING hnsw%"],
+        )
+        assert partition_indexes == [(1,)]
+        query = [1.0] + [0.0] * (DIMS - 1)
+        for filters in (
+            {"kaos_group": "g", "user_id": "alice"},
+            {"kaos_group": "g", "user_id": "alice", "agent_id": "coder"},
+            {"kaos_group": "g", "user_id": "alice", "run_id": "s3"},
+        ):
+            # Under the generic plan the partition is chosen when the statement runs.
+            plan = _generic_plan(pool, *pgfacts.search_query(TABLE, query, filters, LIMIT))
+            scanned = set(re.findall(rf" on ({TABLE}_p\d+) ", plan))
+            assert len(scanned) == 1 and f"Subplans Removed: {PARTITIONS - 1}" in plan, plan
+            page = _generic_plan(pool, *pgfacts.page_query(TABLE, filters, 100, None))
+            assert f"Subplans Removed: {PARTITIONS - 1}" in page, page
+    finally:
+        store.connection_pool.close()
+
+
+def test_mem0_reads_and_writes_the_partitioned_table(pg_dsn: str) -> None:
+    """Mem0's own statements (by id, by a bound filter key) run unchanged on it."""
+    store = _partitioned(pg_dsn)
+    try:
+        ids = [str(uuid.uuid4()) for _ in range(3)]
+        vectors = [[1.0] + [0.0] * (DIMS - 1), [0.0, 1.0] + [0.0] * (DIMS - 2)] * 2
+        payloads = [
+            {"data": "alice's", "user_id": "alice", "kaos_group": "g"},
+            {"data": "bob's", "user_id": "bob", "kaos_group": "g"},
+            {"data": "nobody's", "kaos_group": "g"},  # no principal: a partition too
+        ]
+        store.insert(vectors=vectors[:3], ids=ids, payloads=payloads)
+        assert store.get(ids[0]).payload["data"] == "alice's"
+        store.update(ids[1], vector=vectors[0], payload={**payloads[1], "data": "bob's, again"})
+        assert store.get(ids[1]).payload["data"] == "bob's, again"
+        hits = store.search(query="", vectors=vectors[0], top_k=5, filters={"user_id": "bob"})
+        assert [str(h.id) for h in hits] == [ids[1]]
+        listed = store.list(filters={"kaos_group": "g"}, top_k=10)[0]
+        assert {str(r.id) for r in listed} == set(ids)
+        store.delete(ids[0])
+        assert store.get(ids[0]) is None
+        assert pg_query(pg_dsn, f"SELECT count(*) FROM {TABLE}") == [(2,)]
+        # An existing table is left as it is.
+        assert not pgfacts.create_table(store.connection_pool, TABLE, DIMS, PARTITIONS)
+    finally:
+        store.connection_pool.close()
+
+
+def test_an_existing_single_table_keeps_its_layout(store: Any, pg_dsn: str) -> None:
+    kind = pg_query(pg_dsn, "SELECT relkind FROM pg_class WHERE relname = %s", [TABLE])
+    assert not pgfacts.create_table(store.connection_pool, TABLE, DIMS, PARTITIONS)
+    assert pg_query(pg_dsn, "SELECT relkind FROM pg_class WHERE relname = %s", [TABLE]) == kind
+
+
+def test_facts_are_deleted_by_id_within_their_principal(store: Any, pg_dsn: str) -> None:
+    rows = _rows(random.Random(11))[:30]
+    rows.append((str(uuid.uuid4()), [0.5] * DIMS, {"data": "nobody's", "kaos_group": "g"}))
+    _load(pg_dsn, rows)
+    doomed = [(i, p) for i, _, p in rows[:10]] + [(rows[-1][0], rows[-1][2])]
+    # A payload naming another principal than the row's deletes nothing of that row.
+    forged = (rows[10][0], {**rows[10][2], "user_id": "mallory"})
+    assert pgfacts.delete(store.connection_pool, TABLE, [*doomed, forged]) == len(doomed)
+    left = {str(r[0]) for r in pg_query(pg_dsn, f"SELECT id FROM {TABLE}")}
+    assert left == {i for i, _, _ in rows[10:-1]}
+    # Again: the rows are gone, nothing else goes.
+    assert pgfacts.delete(store.connection_pool, TABLE, doomed) == 0
+    assert pg_query(pg_dsn, f"SELECT count(*) FROM {TABLE}") == [(len(rows) - len(doomed),)]

@@ -46,7 +46,7 @@ def test_search_keeps_to_the_filter_and_orders_by_distance(
         r[0]
         for r in pg_query(pg_dsn, "SELECT indexname FROM pg_indexes WHERE tablename = %s", [TABLE])
     }
-    assert {f"{TABLE}_kaos_{k}_idx" for k in ("user_id", "agent_id", "run_id")} <= indexes
+    assert {f"{TABLE}_kaos_{k}_group_idx" for k in ("user_id", "agent_id", "run_id")} <= indexes
     near, far, other = insert(
         pg_dsn,
         [
@@ -115,5 +115,5 @@ def test_a_tenant_search_reads_the_tenant_through_its_index(
     )
     with pool.connection() as conn:
         plan = "\n".join(generic_plan(conn, query, params))
-    assert f"{TABLE}_kaos_user_id_idx" in plan, plan
+    assert f"{TABLE}_kaos_user_id_group_idx" in plan, plan
     assert "Seq Scan" not in plan, plan

@@ -414,7 +414,16 @@ class Mem0LongTermStore:
 
                 from kaos_memory.storage import pgfacts
 
-                # Mem0 creates its table on first use; the indexes need it now.
+                # Mem0 creates its table on first use; the indexes need it now. A new
+                # table is partitioned by principal first; Mem0 then adds its own indexes
+                # to it (its first use would not: it creates them only with the table).
+                if self.settings.pg_partitions > 0 and pgfacts.create_table(
+                    pool,
+                    self.settings.collection,
+                    self.settings.embedding_dims,
+                    self.settings.pg_partitions,
+                ):
+                    memory.vector_store.create_col()
                 memory.vector_store._ensure_collection()
                 try:
                     pgfacts.ensure_indexes(pool, self.settings.collection)
@@ -546,12 +555,16 @@ class Mem0LongTermStore:
         listed = self.memory.vector_store.list(filters=filters, top_k=LIST_SCAN_LIMIT)
         if listed and isinstance(listed[0], list):
             listed = listed[0]
-        ids = [
-            str(r.id)
+        facts = [
+            (str(r.id), r.payload)
             for r in listed
             if r.payload is not None and r.payload.get(FOLD_KEY) == str(fold_id)
         ]
-        return self._erase_ids_sync(ids) if ids else 0
+        if not facts:
+            return 0
+        if self.backend == "pgvector":
+            return self._delete_pg(facts)
+        return self._erase_ids_sync([fact_id for fact_id, _ in facts])
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -716,13 +729,18 @@ class Mem0LongTermStore:
         deleted: list[str] = []
         seen: set[tuple[str, ...]] = set()
         while True:
-            batch = [str(r.id) for r in self._rows(scope, ERASE_BATCH)]
+            facts = self._erasable(scope)
+            batch = [fact_id for fact_id, _ in facts]
             if not batch:
                 break
             marker = tuple(sorted(batch))
             if marker in seen:
                 raise StorageError("long-term erasure made no progress")
             seen.add(marker)
+            if self.backend == "pgvector":
+                self._delete_pg(facts)
+                deleted += batch
+                continue
             # Out of the index first: a search names indexed ids, and Chroma refuses an
             # id it does not hold.
             self._forget(batch)
@@ -740,6 +758,30 @@ class Mem0LongTermStore:
         count = sum(self._delete_one(i) for i in ids)
         self._purge_history(ids, None)
         return count
+
+    def _erasable(self, scope: Scope) -> list[tuple[str, dict[str, Any]]]:
+        """The next batch of the scope's facts to erase (id and payload). On pgvector read
+        as a listing page (through the tenant indexes, one partition for a principal),
+        where Mem0's listing binds the filter's keys and so reads every row of the store."""
+        if self.backend == "pgvector":
+            from kaos_memory.storage import pgfacts
+
+            store = self.memory.vector_store
+            rows = pgfacts.page(
+                store.connection_pool, store.collection_name, mem0_filter(scope), ERASE_BATCH, None
+            )
+            return [(i, p) for i, p in rows if p and in_scope(scope, p)]
+        return [(str(r.id), r.payload) for r in self._rows(scope, ERASE_BATCH)]
+
+    def _delete_pg(self, facts: list[tuple[str, dict[str, Any]]]) -> int:
+        """Delete facts from pgvector naming their principals (``pgfacts.delete``). What
+        Mem0's delete does besides is switched off in external mode (history) or has
+        nothing to do: Mem0 links entities only with spaCy, which the image does not ship,
+        so its entity store stays empty."""
+        from kaos_memory.storage import pgfacts
+
+        store = self.memory.vector_store
+        return pgfacts.delete(store.connection_pool, store.collection_name, facts)
 
     def _forget(self, ids: list[str]) -> None:
         """Drop facts about to be deleted from the Chroma listing index (a fact whose
