@@ -6,6 +6,8 @@ long-term size (default 1k and 100k facts):
 1. Preload the vector store with N facts spread over 50 principals x 20 agents, bulk
    inserted through Mem0's own vector store (``infer=False`` semantics, batched
    embeddings from the development model): going through extraction would take hours.
+   In external mode the same rows go into two tables: the service's, partitioned by
+   principal as the service creates a new store's, and the library's, as Mem0 creates it.
 2. Start ``kaos-memory`` on it and measure ``POST /v1/write`` (one turn) and
    ``POST /v1/recall`` (agent level with a principal, all tiers) sequentially
    (p50/p99 latency) and with concurrent clients (throughput).
@@ -49,6 +51,7 @@ import tenant_bench  # noqa: E402
 import tracing_bench  # noqa: E402
 from benchlib import devmodel, percentile, require_postgres  # noqa: E402
 from kaos_memory.settings import MemorySettings  # noqa: E402
+from kaos_memory.storage import pgfacts  # noqa: E402
 from kaos_memory.storage.longterm import mem0_config, to_entity_id  # noqa: E402
 
 from tests.support.postgres import (  # noqa: E402
@@ -107,14 +110,20 @@ def summary(latencies: list[float], elapsed: float) -> dict[str, float]:
     }
 
 
+# External mode: the library's own table, as Mem0 creates it (one table), beside the
+# service's (partitioned by principal, as the service creates a new store's): each side
+# is measured on the layout it would have, with the same facts in both.
+LIBRARY_COLLECTION = f"{GROUP}_mem0"
+
+
 def settings_for(
-    mode: str, data_dir: Path, dsn: str | None, base_url: str, dims: int
+    mode: str, data_dir: Path, dsn: str | None, base_url: str, dims: int, collection: str = GROUP
 ) -> MemorySettings:
     return MemorySettings(
         storage=mode,  # type: ignore[arg-type]
         data_dir=data_dir,
         dsn=dsn,
-        collection=GROUP,
+        collection=collection,
         model_base_url=base_url,
         embedding_dims=dims,
     )
@@ -136,8 +145,19 @@ def close_memory(memory: Any) -> None:
     memory.close()
 
 
-def preload(memory: Any, count: int, rng: random.Random) -> float:
-    """Insert ``count`` facts in batches, shaped as Mem0's ``infer=False`` path shapes them."""
+def partitioned(memory: Any, settings: MemorySettings) -> Any:
+    """``memory``'s pgvector table created as the service creates a new store's."""
+    store = memory.vector_store
+    assert pgfacts.create_table(
+        store.connection_pool, settings.collection, settings.embedding_dims, settings.pg_partitions
+    )
+    store.create_col()
+    return memory
+
+
+def preload(memory: Any, count: int, rng: random.Random, mirror: Any = None) -> float:
+    """Insert ``count`` facts in batches, shaped as Mem0's ``infer=False`` path shapes them
+    (the same rows into ``mirror``'s vector store too, when given)."""
     started = time.perf_counter()
     batch = 500
     for offset in range(0, count, batch):
@@ -166,6 +186,8 @@ def preload(memory: Any, count: int, rng: random.Random) -> float:
             )
         ids = [str(uuid.uuid4()) for _ in texts]
         memory.vector_store.insert(vectors=vectors, ids=ids, payloads=payloads)
+        if mirror is not None:
+            mirror.vector_store.insert(vectors=vectors, ids=ids, payloads=payloads)
         if (offset // batch) % 20 == 0:
             print(f"    preloaded {offset + size}/{count}", file=sys.stderr, flush=True)
     return time.perf_counter() - started
@@ -342,10 +364,20 @@ def run_mode(
         pg_query(dsn, "CREATE EXTENSION IF NOT EXISTS vector")
     try:
         settings = settings_for(mode, root / "data", dsn, base_url, args.dims)
+        library_settings = settings
         print(f"[{mode} {size}] preloading", file=sys.stderr, flush=True)
         memory = open_memory(settings)
-        load_s = preload(memory, size, rng)
+        mirror = None
+        if mode == "external":
+            library_settings = settings_for(
+                mode, root / "data", dsn, base_url, args.dims, LIBRARY_COLLECTION
+            )
+            partitioned(memory, settings)
+            mirror = open_memory(library_settings)
+        load_s = preload(memory, size, rng, mirror)
         close_memory(memory)
+        if mirror is not None:
+            close_memory(mirror)
         print(f"[{mode} {size}] preload took {load_s:.1f}s; starting service", file=sys.stderr)
         port = free_port()
         env = {
@@ -371,7 +403,7 @@ def run_mode(
             service = asyncio.run(bench_service(svc.url, args.ops, args.concurrency, rng))
         finally:
             svc.stop(timeout=60)
-        memory = open_memory(settings)
+        memory = open_memory(library_settings)
         try:
             library = bench_library(memory, args.ops, args.concurrency, rng)
         finally:
@@ -495,7 +527,9 @@ def main() -> None:
         tenant_sizes = [int(s) for s in args.tenant_sizes.split(",") if s]
         if tenant_sizes and admin_dsn is not None:
             print()
-            tenant_bench.print_table(tenant_bench.run(admin_dsn, tenant_sizes, args.ops))
+            tenant_bench.print_table(
+                tenant_bench.run(admin_dsn, tenant_sizes, args.ops, f"{model.url}/v1")
+            )
         if args.verification_ops > 0:
             print()
             auth_bench.print_table(
