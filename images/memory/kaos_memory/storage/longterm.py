@@ -208,6 +208,16 @@ def mem0_config(settings: MemorySettings) -> dict[str, Any]:
     return config
 
 
+async def _custom_plans(conn: Any) -> None:
+    """Plan each search for its own values, also once psycopg prepared the statement (from
+    its fifth run). A prepared statement's generic plan leaves the principal's partition
+    to be chosen when it runs, and PostgreSQL 15 then locks every partition and each of
+    their indexes first, at each execution; a plan made for the values names one
+    partition and locks only it (a 1k-fact store: 0.34 ms a search against 0.42, and
+    0.40 on one table). Planning a search costs less than those locks."""
+    await conn.execute("SET plan_cache_mode = force_custom_plan")
+
+
 def pgvector_dsn(dsn: str) -> str:
     """``dsn`` with pgvector's HNSW iterative scans on (pgvector >= 0.8).
 
@@ -366,6 +376,7 @@ class Mem0LongTermStore:
             self._pg = AsyncConnectionPool(
                 pgvector_dsn(self.settings.dsn),
                 kwargs={"autocommit": True},
+                configure=_custom_plans,
                 min_size=1,
                 max_size=self.settings.pg_pool_size,
                 open=False,
