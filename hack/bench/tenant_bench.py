@@ -168,7 +168,8 @@ def _plan(pool: Any, query: Any, params: list[Any]) -> str:
 
     # One node per kind of partition scan, with how many partitions it scanned.
     def kind(node: str) -> str:
-        return re.sub(rf"\b{TABLE}_p\d+(\S*) {TABLE}_\d+", rf"{TABLE}_p*\1", node)
+        node = re.sub(rf"\b{TABLE}_p\d+(\S*) {TABLE}_\d+", rf"{TABLE}_p*\1", node)
+        return re.sub(rf"\b{TABLE}_p\d+_", f"{TABLE}_p*_", node)  # a partition's index
 
     runs = [list(run) for _, run in itertools.groupby(nodes, key=kind)]
     nodes = [run[0] if len(run) == 1 else f"{kind(run[0])} x{len(run)}" for run in runs]
