@@ -124,9 +124,10 @@ def create_table(pool: Any, table: str, dims: int, partitions: int = PARTITIONS)
     A principal's search, listing and erasure name the principal, so PostgreSQL reads one
     partition: the principal's rows lie together in a table a fraction of the store's
     size instead of scattered over all of it (a principal's search at 1M facts over 100
-    principals: 18 ms on one table, 7 ms partitioned, hack/bench/tenant_bench.py). Mem0
-    creates the same columns with ``CREATE TABLE IF NOT EXISTS`` and then its indexes,
-    which PostgreSQL builds on every partition. A partitioned table cannot have a primary
+    principals: 20 ms on one table, 8 ms partitioned, hack/bench/tenant_bench.py). Mem0
+    creates the same columns with ``CREATE TABLE IF NOT EXISTS``, so its ``create_col``
+    (the caller's next step) only adds its indexes, which PostgreSQL builds on every
+    partition. A partitioned table cannot have a primary
     key the partition key is not part of, so ``id`` has a plain index (Mem0 never relies
     on the key's uniqueness: its ids are fresh UUIDs, and it inserts without ``ON
     CONFLICT``). An existing table keeps its layout: moving a store's rows is an
