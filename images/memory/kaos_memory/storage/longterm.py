@@ -563,14 +563,14 @@ class Mem0LongTermStore:
             "run_id": to_entity_id(session),
             FOLD_KEY: str(fold_id),
         }
-        listed = self.memory.vector_store.list(filters=filters, top_k=LIST_SCAN_LIMIT)
-        if listed and isinstance(listed[0], list):
-            listed = listed[0]
-        facts = [
-            (str(r.id), r.payload)
-            for r in listed
-            if r.payload is not None and r.payload.get(FOLD_KEY) == str(fold_id)
-        ]
+        if self.backend == "pgvector":
+            rows = self._pg_page(filters, LIST_SCAN_LIMIT, None)
+        else:
+            listed = self.memory.vector_store.list(filters=filters, top_k=LIST_SCAN_LIMIT)
+            if listed and isinstance(listed[0], list):
+                listed = listed[0]
+            rows = [(str(r.id), r.payload) for r in listed]
+        facts = [(i, p) for i, p in rows if p is not None and p.get(FOLD_KEY) == str(fold_id)]
         if not facts:
             return 0
         if self.backend == "pgvector":
@@ -700,14 +700,9 @@ class Mem0LongTermStore:
     ) -> tuple[list[Fact], str | None]:
         """One page in the index's order (``pgfacts`` on pgvector, ``chromafacts`` on
         Chroma); one row more than the page says whether another follows."""
-        store = self.memory.vector_store
         rows: list[tuple[str, dict[str, Any]]]
         if self.backend == "pgvector":
-            from kaos_memory.storage import pgfacts
-
-            rows = pgfacts.page(
-                store.connection_pool, store.collection_name, mem0_filter(scope), limit + 1, after
-            )
+            rows = self._pg_page(mem0_filter(scope), limit + 1, after)
         else:
             from kaos_memory.storage import chromafacts
 
@@ -770,17 +765,23 @@ class Mem0LongTermStore:
         self._purge_history(ids, None)
         return count
 
-    def _erasable(self, scope: Scope) -> list[tuple[str, dict[str, Any]]]:
-        """The next batch of the scope's facts to erase (id and payload). On pgvector read
-        as a listing page (through the tenant indexes, one partition for a principal),
-        where Mem0's listing binds the filter's keys and so reads every row of the store."""
-        if self.backend == "pgvector":
-            from kaos_memory.storage import pgfacts
+    def _pg_page(
+        self, filters: dict[str, str], limit: int, after: tuple[str, str] | None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Up to ``limit`` facts inside ``filters`` on pgvector, in listing order after
+        ``after`` (``pgfacts.page``): through KAOS's indexes with the keys as literals, one
+        partition for a principal, where Mem0's own listing binds the keys and so reads
+        every row of the store."""
+        from kaos_memory.storage import pgfacts
 
-            store = self.memory.vector_store
-            rows = pgfacts.page(
-                store.connection_pool, store.collection_name, mem0_filter(scope), ERASE_BATCH, None
-            )
+        store = self.memory.vector_store
+        return pgfacts.page(store.connection_pool, store.collection_name, filters, limit, after)
+
+    def _erasable(self, scope: Scope) -> list[tuple[str, dict[str, Any]]]:
+        """The next batch of the scope's facts to erase (id and payload), as a listing page
+        on pgvector (``_pg_page``)."""
+        if self.backend == "pgvector":
+            rows = self._pg_page(mem0_filter(scope), ERASE_BATCH, None)
             return [(i, p) for i, p in rows if p and in_scope(scope, p)]
         return [(str(r.id), r.payload) for r in self._rows(scope, ERASE_BATCH)]
 
