@@ -33,11 +33,11 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import devmodel, percentile  # noqa: E402
+from benchlib import devmodel, memory_service, percentile  # noqa: E402
 from kaos_core.auth import names  # noqa: E402
 
 from tests.support.devissuer import DevIssuer  # noqa: E402
-from tests.support.procs import ServiceProcess, console_script, free_port, start_service  # noqa: E402
+from tests.support.procs import ServiceProcess  # noqa: E402
 
 NAMESPACE, AGENT = "bench", "agent0"
 IDENTITY = f"kaos://agent/{NAMESPACE}/{AGENT}"
@@ -49,21 +49,14 @@ Op = Callable[
 def start_memory(
     name: str, root: Path, model_url: str, dims: int, auth: dict[str, str]
 ) -> ServiceProcess:
-    port = free_port()
     env = {
-        "KAOS_MEMORY_HOST": "127.0.0.1",
-        "KAOS_MEMORY_PORT": str(port),
         "KAOS_MEMORY_STORAGE": "local",
         "KAOS_MEMORY_DATA_DIR": str(root / name),
         "KAOS_MEMORY_MODEL_BASE_URL": model_url,
         "KAOS_MEMORY_EMBEDDING_DIMS": str(dims),
-        "KAOS_MEMORY_LOG_LEVEL": "WARNING",
         **auth,
     }
-    return start_service(
-        f"memory-{name}", [console_script("kaos-memory")], port=port, env=env, log_dir=root,
-        timeout=180,
-    )  # fmt: skip
+    return memory_service(name, env, root)
 
 
 async def write(

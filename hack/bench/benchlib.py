@@ -1,5 +1,6 @@
-"""What the memory benchmarks share: percentiles, the PostgreSQL check and the development
-model server they point the services at (imported by the scripts beside it)."""
+"""What the memory benchmarks share: percentiles, the PostgreSQL check, the development
+model server they point the services at and the start of a memory service (imported by the
+scripts beside it)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,23 @@ def devmodel(dims: int) -> Iterator[ServiceProcess]:
     finally:
         proc.stop(timeout=10)
         shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def memory_service(name: str, env: dict[str, str], log_dir: Path) -> ServiceProcess:
+    """``kaos-memory`` on a free loopback port, logging warnings only, with ``env`` (its
+    storage, model and tuning variables) on top; ready when it answers ``/readyz``."""
+    port = free_port()
+    full = {
+        "KAOS_MEMORY_HOST": "127.0.0.1",
+        "KAOS_MEMORY_PORT": str(port),
+        "KAOS_MEMORY_LOG_LEVEL": "WARNING",
+        **env,
+    }
+    return start_service(
+        f"memory-{name}",
+        [console_script("kaos-memory")],
+        port=port,
+        env=full,
+        log_dir=log_dir,
+        timeout=180,
+    )

@@ -53,7 +53,7 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchlib import devmodel, percentile, require_postgres  # noqa: E402
+from benchlib import devmodel, memory_service, percentile, require_postgres  # noqa: E402
 from kaos_memory.settings import MemorySettings  # noqa: E402
 from kaos_memory.storage.longterm import mem0_config, to_entity_id  # noqa: E402
 
@@ -465,10 +465,7 @@ def run_kaos(
     where: Store, convs: list[Conversation], chat_url: str, embed_url: str, infer: bool
 ) -> Run:
     settings = where.settings("kaos", chat_url, embed_url)
-    port = free_port()
     env = {
-        "KAOS_MEMORY_HOST": "127.0.0.1",
-        "KAOS_MEMORY_PORT": str(port),
         "KAOS_MEMORY_STORAGE": where.mode,
         "KAOS_MEMORY_DATA_DIR": str(settings.data_dir),
         "KAOS_MEMORY_DSN": where.dsn or "",
@@ -479,17 +476,9 @@ def run_kaos(
         # The last turns of a session reach the long-term tier by the idle flush.
         "KAOS_MEMORY_IDLE_FLUSH_SECONDS": "2",
         "KAOS_MEMORY_SWEEP_INTERVAL": "1",
-        "KAOS_MEMORY_LOG_LEVEL": "WARNING",
     }
     run = Run("kaos", where.mode)
-    svc = start_service(
-        f"memory-{where.mode}",
-        [console_script("kaos-memory")],
-        port=port,
-        env=env,
-        log_dir=where.root,
-        timeout=180,
-    )
+    svc = memory_service(where.mode, env, where.root)
     try:
         asyncio.run(ask_kaos(svc.url, convs, run, infer))
     finally:

@@ -49,7 +49,7 @@ import listing_bench  # noqa: E402
 import slowmodel_bench  # noqa: E402
 import tenant_bench  # noqa: E402
 import tracing_bench  # noqa: E402
-from benchlib import devmodel, percentile, require_postgres  # noqa: E402
+from benchlib import devmodel, memory_service, percentile, require_postgres  # noqa: E402
 from kaos_memory.settings import MemorySettings  # noqa: E402
 from kaos_memory.storage import pgfacts  # noqa: E402
 from kaos_memory.storage.longterm import mem0_config, to_entity_id  # noqa: E402
@@ -60,7 +60,6 @@ from tests.support.postgres import (  # noqa: E402
     pg_query,
     unique_name,
 )
-from tests.support.procs import console_script, free_port, start_service  # noqa: E402
 
 GROUP = "kaos_bench"
 PRINCIPALS = [f"user{i}" for i in range(50)]
@@ -384,26 +383,15 @@ def run_mode(
             for table in (GROUP, LIBRARY_COLLECTION):
                 pg_query(dsn, f"ANALYZE {table}")
         print(f"[{mode} {size}] preload took {load_s:.1f}s; starting service", file=sys.stderr)
-        port = free_port()
         env = {
-            "KAOS_MEMORY_HOST": "127.0.0.1",
-            "KAOS_MEMORY_PORT": str(port),
             "KAOS_MEMORY_STORAGE": mode,
             "KAOS_MEMORY_DATA_DIR": str(settings.data_dir),
             "KAOS_MEMORY_DSN": dsn or "",
             "KAOS_MEMORY_COLLECTION": GROUP,
             "KAOS_MEMORY_MODEL_BASE_URL": base_url,
             "KAOS_MEMORY_EMBEDDING_DIMS": str(args.dims),
-            "KAOS_MEMORY_LOG_LEVEL": "WARNING",
         }
-        svc = start_service(
-            f"memory-{mode}",
-            [console_script("kaos-memory")],
-            port=port,
-            env=env,
-            log_dir=root,
-            timeout=180,
-        )
+        svc = memory_service(mode, env, root)
         try:
             service = asyncio.run(bench_service(svc.url, args.ops, args.concurrency, rng))
         finally:

@@ -36,10 +36,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import devmodel, percentile, require_postgres  # noqa: E402
+from benchlib import devmodel, memory_service, percentile, require_postgres  # noqa: E402
 
 from tests.support.postgres import create_database, drop_database, unique_name  # noqa: E402
-from tests.support.procs import ServiceProcess, console_script, free_port, start_service  # noqa: E402
+from tests.support.procs import ServiceProcess  # noqa: E402
 
 SESSIONS = 20
 WORDS = [
@@ -59,17 +59,13 @@ WORDS = [
 def start_memory(
     name: str, mode: str, root: Path, model_url: str, dims: int, dsn: str | None
 ) -> ServiceProcess:
-    port = free_port()
     env = {
-        "KAOS_MEMORY_HOST": "127.0.0.1",
-        "KAOS_MEMORY_PORT": str(port),
         "KAOS_MEMORY_STORAGE": mode,
         "KAOS_MEMORY_DATA_DIR": str(root / name),
         "KAOS_MEMORY_DSN": dsn or "",
         "KAOS_MEMORY_COLLECTION": f"kaos_slow_{name.replace('-', '_')}",
         "KAOS_MEMORY_MODEL_BASE_URL": model_url,
         "KAOS_MEMORY_EMBEDDING_DIMS": str(dims),
-        "KAOS_MEMORY_LOG_LEVEL": "WARNING",
         # A fold every few writes: about 60 tokens a turn against a 200-token trigger.
         "KAOS_MEMORY_TOKEN_BUDGET": "400",
         "KAOS_MEMORY_FOLD_TRIGGER": "200",
@@ -77,10 +73,7 @@ def start_memory(
         "KAOS_MEMORY_MODEL_TIMEOUT": "30",
         **{k[7:]: v for k, v in os.environ.items() if k.startswith("BENCHX_")},
     }
-    return start_service(
-        f"memory-{name}", [console_script("kaos-memory")], port=port, env=env, log_dir=root,
-        timeout=180,
-    )  # fmt: skip
+    return memory_service(name, env, root)
 
 
 async def folds_done(http: aiohttp.ClientSession, svc: ServiceProcess) -> int:

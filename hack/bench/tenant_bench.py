@@ -39,7 +39,7 @@ from typing import Any
 
 import aiohttp
 import numpy as np
-from benchlib import percentile
+from benchlib import memory_service, percentile
 from kaos_core.devmodel import embeddings
 from kaos_memory.storage import pgfacts
 from psycopg import sql
@@ -52,7 +52,6 @@ from tests.support.postgres import (
     mem0_pgvector,
     unique_name,
 )
-from tests.support.procs import console_script, free_port, start_service
 
 TABLE = "kaos_tenant_bench"
 DIMS = 64
@@ -199,28 +198,17 @@ def _service_recalls(dsn: str, base_url: str, ops: int) -> dict[str, float]:
     principal's facts (user level) and one agent's facts of the principal (agent level),
     every tier, as an agent asks (the query embedded by the development model)."""
     root = Path(tempfile.mkdtemp(prefix="kaos-tenant-bench-"))
-    port = free_port()
     env = {
-        "KAOS_MEMORY_HOST": "127.0.0.1",
-        "KAOS_MEMORY_PORT": str(port),
         "KAOS_MEMORY_STORAGE": "external",
         "KAOS_MEMORY_DATA_DIR": str(root / "data"),
         "KAOS_MEMORY_DSN": dsn,
         "KAOS_MEMORY_COLLECTION": TABLE,
         "KAOS_MEMORY_MODEL_BASE_URL": base_url,
         "KAOS_MEMORY_EMBEDDING_DIMS": str(DIMS),
-        "KAOS_MEMORY_LOG_LEVEL": "WARNING",
         # A principal's recall of all its facts is a user-level read.
         "KAOS_MEMORY_MAX_READ_SCOPE": "user",
     }
-    svc = start_service(
-        "memory-tenant",
-        [console_script("kaos-memory")],
-        port=port,
-        env=env,
-        log_dir=root,
-        timeout=180,
-    )
+    svc = memory_service("tenant", env, root)
     try:
         return asyncio.run(_recalls(svc.url, ops))
     finally:
