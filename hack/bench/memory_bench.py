@@ -147,11 +147,9 @@ def close_memory(memory: Any) -> None:
 
 def partitioned(memory: Any, settings: MemorySettings) -> Any:
     """``memory``'s pgvector table created as the service creates a new store's."""
-    store = memory.vector_store
-    assert pgfacts.create_table(
-        store.connection_pool, settings.collection, settings.embedding_dims, settings.pg_partitions
+    assert pgfacts.create_partitioned(
+        memory.vector_store, settings.embedding_dims, settings.pg_partitions
     )
-    store.create_col()
     return memory
 
 

@@ -261,7 +261,7 @@ def run(
     layouts: tuple[str, ...] = LAYOUTS,
 ) -> list[dict[str, Any]]:
     """Each size in each layout: ``partitioned`` is the table KAOS creates for a new store
-    (``pgfacts.create_table``), ``single`` Mem0's own (a store created before, or
+    (``pgfacts.create_partitioned``), ``single`` Mem0's own (a store created before, or
     ``KAOS_MEMORY_PG_PARTITIONS=0``)."""
     rows = []
     for size in sizes:
@@ -282,9 +282,8 @@ def _run_one(
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         store = mem0_pgvector(dsn, TABLE, DIMS)
         if layout == "partitioned":
-            # As the service does for a new store: the table, then Mem0's indexes on it.
-            assert pgfacts.create_table(store.connection_pool, TABLE, DIMS)
-            store.create_col()
+            # As the service does for a new store.
+            assert pgfacts.create_partitioned(store, DIMS)
         store._ensure_collection()
         load, build = _load(dsn, size, rng)
         tag = f"[tenant {size} {layout}]"

@@ -39,11 +39,11 @@ PARTITIONS = 8
 
 @pytest.fixture(params=["partitioned", "single"])
 def store(pg_dsn: str, request: pytest.FixtureRequest) -> Iterator[Any]:
-    s = mem0_pgvector(pg_dsn, TABLE, DIMS)
-    if request.param == "partitioned":
-        # As the service does: the table, then Mem0's indexes on it.
-        assert pgfacts.create_table(s.connection_pool, TABLE, DIMS, PARTITIONS)
-        s.create_col()
+    s = (
+        _partitioned(pg_dsn)
+        if request.param == "partitioned"
+        else mem0_pgvector(pg_dsn, TABLE, DIMS)
+    )
     s._ensure_collection()
     try:
         yield s
@@ -176,9 +176,9 @@ def test_a_principal_pages_in_order_through_its_index(store: Any, pg_dsn: str) -
 
 
 def _partitioned(pg_dsn: str) -> Any:
+    """Mem0's store on a table created as the service creates a new store's."""
     s = mem0_pgvector(pg_dsn, TABLE, DIMS)
-    assert pgfacts.create_table(s.connection_pool, TABLE, DIMS, PARTITIONS)
-    s.create_col()
+    assert pgfacts.create_partitioned(s, DIMS, PARTITIONS)
     s._ensure_collection()
     return s
 

@@ -426,15 +426,13 @@ class Mem0LongTermStore:
                 from kaos_memory.storage import pgfacts
 
                 # Mem0 creates its table on first use; the indexes need it now. A new
-                # table is partitioned by principal first; Mem0 then adds its own indexes
-                # to it (its first use would not: it creates them only with the table).
-                if self.settings.pg_partitions > 0 and pgfacts.create_table(
-                    pool,
-                    self.settings.collection,
-                    self.settings.embedding_dims,
-                    self.settings.pg_partitions,
-                ):
-                    memory.vector_store.create_col()
+                # table is partitioned by principal first.
+                if self.settings.pg_partitions > 0:
+                    pgfacts.create_partitioned(
+                        memory.vector_store,
+                        self.settings.embedding_dims,
+                        self.settings.pg_partitions,
+                    )
                 memory.vector_store._ensure_collection()
                 try:
                     pgfacts.ensure_indexes(pool, self.settings.collection)

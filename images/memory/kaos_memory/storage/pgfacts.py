@@ -172,6 +172,16 @@ def create_table(pool: Any, table: str, dims: int, partitions: int = PARTITIONS)
     return True
 
 
+def create_partitioned(store: Any, dims: int, partitions: int = PARTITIONS) -> bool:
+    """``create_table`` for Mem0's pgvector ``store``, then Mem0's own indexes on it (its
+    first use would not add them: it creates them only with a table it creates itself).
+    True if created here; an existing table is left alone."""
+    if not create_table(store.connection_pool, store.collection_name, dims, partitions):
+        return False
+    store.create_col()
+    return True
+
+
 def _superseded(table: str) -> list[str]:
     """Indexes earlier versions added, which a current index replaces (without the group)."""
     return [f"{table}_kaos_{key}_idx" for key in TENANT_KEYS] + [f"{table}_kaos_agent_user_idx"]
