@@ -208,14 +208,19 @@ async def test_readiness_follows_postgres_and_answered_writes_survive_a_restart(
     stop.set()
     await load
 
-    # The long-term search's own pool held connections the restart killed: the first
-    # recall after it still answers whole (not degraded), on a replaced connection.
+    # The long-term search's pool and the session reads' pool held connections the
+    # restart killed: the first recall after it still answers whole (not degraded), every
+    # tier read on a replaced connection.
     headers = {
         "X-Agent-Identity": "kaos://agent/bench/restart",
         "X-Principal": "alice",
         "X-Session-Id": "after-restart",
     }
-    body = {"level": "agent", "query": "restart", "include": ["long_term"]}
+    body = {
+        "level": "agent",
+        "query": "restart",
+        "include": ["long_term", "medium_term", "short_term"],
+    }
     async with (
         aiohttp.ClientSession() as http,
         http.post(f"{url}/v1/recall", json=body, headers=headers) as resp,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from kaos_memory.clock import iso
 
@@ -39,6 +39,18 @@ class ColumnTypes:
     bigint: str
     boolean: str
     double: str
+
+
+@runtime_checkable
+class LoopReads(Protocol):
+    """A dialect that also reads on the event loop (``Dialect.read`` without the thread
+    hop), between ``open_async`` and ``close_async``."""
+
+    async def open_async(self) -> None: ...
+
+    async def close_async(self) -> None: ...
+
+    async def read_async(self, statements: Sequence[Statement]) -> list[list[Any]]: ...
 
 
 class Dialect(Protocol):

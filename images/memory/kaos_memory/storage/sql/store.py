@@ -3,7 +3,9 @@
 Every public call is one hop to a small thread pool (one thread for SQLite, whose file has
 a single writer; a few for PostgreSQL), where one transaction runs one of the plain
 functions of ``window``, ``folds``, ``leases`` or ``erasure``; the event loop never blocks
-on the database. The clock is read once per call, when its transaction begins.
+on the database. The clock is read once per call, when its transaction begins. The one
+exception is a recall's read of a session on a dialect that reads on the event loop
+(``LoopReads``: PostgreSQL), which needs no thread at all.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Concatenate, Literal, ParamSpec, TypeVar
 
@@ -34,7 +36,7 @@ from kaos_memory.storage.base import (
     TurnRow,
 )
 from kaos_memory.storage.sql import audit, erasure, folds, leases, schema, window
-from kaos_memory.storage.sql.dialect import Dialect, Tx
+from kaos_memory.storage.sql.dialect import Dialect, LoopReads, Tx
 from kaos_memory.storage.sql.errors import wrap
 from kaos_memory.storage.sql.folds import ExtractionOutcome
 
@@ -46,11 +48,25 @@ def _ping(tx: Tx) -> None:
     tx.one("SELECT 1")
 
 
+async def _wrapped(work: Awaitable[T]) -> T:
+    """``work``'s result; the one edge where driver errors become the storage family
+    (``wrap``)."""
+    try:
+        return await work
+    except Exception as exc:
+        wrapped = wrap(exc)
+        if wrapped is None:
+            raise
+        raise wrapped from exc
+
+
 class SqlConversationStore:
     def __init__(self, dialect: Dialect, *, clock: Clock = wall_clock) -> None:
         self._db = dialect
         self._clock = clock
         self._pool: ThreadPoolExecutor | None = None
+        # Known once: a runtime protocol check costs more than the read it would route.
+        self._loop_reads = dialect if isinstance(dialect, LoopReads) else None
 
     def _in_transaction(
         self, fn: Callable[Concatenate[Tx, P], T], /, *a: P.args, **k: P.kwargs
@@ -61,16 +77,9 @@ class SqlConversationStore:
     async def _hop(self, fn: Callable[[], T]) -> T:
         if self._pool is None:
             raise RuntimeError("conversation store is not started")
-        try:
-            # In the caller's context, so the active span is the one a fold row records.
-            ctx = contextvars.copy_context()
-            return await asyncio.get_running_loop().run_in_executor(self._pool, ctx.run, fn)
-        except Exception as exc:
-            # The one edge where driver errors become the storage family (``wrap``).
-            wrapped = wrap(exc)
-            if wrapped is None:
-                raise
-            raise wrapped from exc
+        # In the caller's context, so the active span is the one a fold row records.
+        ctx = contextvars.copy_context()
+        return await _wrapped(asyncio.get_running_loop().run_in_executor(self._pool, ctx.run, fn))
 
     async def _run(self, fn: Callable[Concatenate[Tx, P], T], /, *a: P.args, **k: P.kwargs) -> T:
         """Run ``fn(tx, ...)`` in one transaction on the store's thread pool."""
@@ -84,11 +93,15 @@ class SqlConversationStore:
         )
         await self._hop(self._db.open)
         await self._run(schema.migrate)
+        if self._loop_reads is not None:
+            await _wrapped(self._loop_reads.open_async())
 
     async def close(self) -> None:
         if self._pool is None:
             return
         try:
+            if self._loop_reads is not None:
+                await self._loop_reads.close_async()
             await self._hop(self._db.close)
         finally:
             self._pool.shutdown(wait=False)
@@ -120,6 +133,12 @@ class SqlConversationStore:
         self, key: str, principal: str | None, limit: int, *, turns: bool, digest: bool
     ) -> SessionRead:
         statements = window.session_statements(key, principal, limit, turns=turns, digest=digest)
+
+        if self._loop_reads is not None:
+            if self._pool is None:
+                raise RuntimeError("conversation store is not started")
+            results = await _wrapped(self._loop_reads.read_async(statements))
+            return window.session_read(results, principal, turns=turns, digest=digest)
 
         def read() -> SessionRead:
             results = self._db.read(statements)
