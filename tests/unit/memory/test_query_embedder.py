@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from aiohttp import web
 from kaos_memory.settings import ModelSettings
 from kaos_memory.storage.embedder import MAX_BATCH, MAX_IN_FLIGHT, QueryEmbedder
 from kaos_memory.storage.errors import StorageError, StorageUnavailable
@@ -129,3 +130,67 @@ async def test_an_unreachable_model_is_unavailable() -> None:
             await e.embed("anything")
     finally:
         await e.close()
+
+
+@pytest.fixture
+async def forward_proxy(devmodel: DevModel) -> AsyncIterator[tuple[str, list[str]]]:
+    """A forward HTTP proxy on loopback that sends what it is asked for to the development
+    model, whatever host the request names: its URL, and the hosts it was asked for."""
+    asked: list[str] = []
+
+    async def forward(request: web.Request) -> web.Response:
+        asked.append(request.host)
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"{devmodel.url}{request.path}",
+                data=await request.read(),
+                headers={"Content-Type": request.content_type},
+            ) as resp,
+        ):
+            return web.Response(
+                body=await resp.read(), status=resp.status, content_type="application/json"
+            )
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", forward)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}", asked
+    finally:
+        await runner.cleanup()
+
+
+async def test_the_model_is_reached_through_the_proxy_the_environment_names(
+    devmodel: DevModel, forward_proxy: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy, asked = forward_proxy
+    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    # A host only the proxy can reach (.invalid never resolves).
+    behind = DevModel(url="http://model.kaos.invalid", embedding_dims=devmodel.embedding_dims)
+    e = QueryEmbedder(models(behind))
+    await e.start()
+    try:
+        assert await e.embed("where does alice live") == await reference(
+            devmodel, "where does alice live"
+        )
+    finally:
+        await e.close()
+    assert asked == ["model.kaos.invalid"]
+
+    # A host NO_PROXY names is called directly: here, that fails (the host does not resolve).
+    monkeypatch.setenv("NO_PROXY", "kaos.invalid")
+    e = QueryEmbedder(models(behind))
+    await e.start()
+    try:
+        with pytest.raises(StorageUnavailable):
+            await e.embed("where does alice live")
+    finally:
+        await e.close()
+    assert asked == ["model.kaos.invalid"]
