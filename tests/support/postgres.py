@@ -192,3 +192,19 @@ def mem0_pgvector(dsn: str, table: str, dims: int) -> Any:
         hnsw=True,
         connection_string=dsn,
     )
+
+
+def insert_facts(
+    dsn: str, table: str, facts: list[tuple[str, list[float], dict[str, Any]]]
+) -> None:
+    """Rows ``(id, vector, payload)`` into a Mem0 pgvector ``table``, as Mem0 stores facts
+    (what another replica, or Mem0 itself, would have written)."""
+    import json
+
+    with connect(dsn) as conn, conn.cursor() as cur:
+        cur.executemany(
+            sql.SQL("INSERT INTO {} (id, vector, payload) VALUES (%s, %s::vector, %s)").format(
+                sql.Identifier(table)
+            ),
+            [(i, str(v), json.dumps(p)) for i, v, p in facts],
+        )

@@ -122,6 +122,9 @@ async def _longterm_ctx(app: web.Application) -> AsyncIterator[None]:
     try:
         await store.start()
         app[LONGTERM_KEY] = store
+        metrics = app[METRICS_KEY]
+        metrics.held_principals.set_function(lambda: store.held_principals()[0])
+        metrics.vector_loads.set_function(lambda: store.held_principals()[1])
         app[READINESS_KEY].add("vector_store", store.ping)
         yield
     finally:

@@ -32,6 +32,8 @@ class MemoryMetrics:
     degraded: Counter
     tier_latency: Histogram
     outbox_depth: Gauge
+    held_principals: Gauge
+    vector_loads: Gauge
     sweeps: Counter
     scheduled: Counter
     lease_lost: Counter
@@ -111,6 +113,19 @@ class MemoryMetrics:
                 "outbox_depth",
                 "Folds whose digest or extraction is pending, in the whole store (this "
                 "replica's last sweep).",
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            held_principals=Gauge(
+                "held_principals",
+                "Principals whose fact vectors this replica holds for their searches "
+                "(external mode, KAOS_MEMORY_PG_VECTOR_CACHE_MB).",
+                namespace=NAMESPACE,
+                registry=registry,
+            ),
+            vector_loads=Gauge(
+                "vector_loads",
+                "Principals whose fact vectors are being loaded or wait to be.",
                 namespace=NAMESPACE,
                 registry=registry,
             ),

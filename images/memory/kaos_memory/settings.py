@@ -98,6 +98,7 @@ class StorageSettings:
     collection: str
     pg_pool_size: int
     pg_partitions: int
+    pg_vector_cache_mb: int
 
     @property
     def group(self) -> str:
@@ -236,10 +237,21 @@ class MemorySettings(EnvSettings):
     pg_pool_size: int = setting(
         "storage",
         "external mode: connections (and threads) of the conversational store, and the"
-        " connections of recall's vector searches (a pool of their own, on the event loop)",
+        " connections of recall's vector searches and of its session reads (a pool each, on"
+        " the event loop)",
         default=8,
         ge=1,
         le=256,
+    )
+    pg_vector_cache_mb: int = setting(
+        "storage",
+        "external mode: memory (MiB) for the fact vectors of principals with at least 1,000"
+        " facts, searched in the service (exact, checked against the database's version of"
+        " the principal on every search); least recently used principals are dropped first;"
+        " 0 searches every principal in the database",
+        default=256,
+        ge=0,
+        le=65536,
     )
     pg_partitions: int = setting(
         "storage",
@@ -702,6 +714,7 @@ class MemorySettings(EnvSettings):
             collection=self.collection,
             pg_pool_size=self.pg_pool_size,
             pg_partitions=self.pg_partitions,
+            pg_vector_cache_mb=self.pg_vector_cache_mb,
         )
 
     @property

@@ -5,10 +5,16 @@ the service, and the erasure removes that principal's rows and no one else's."""
 
 from __future__ import annotations
 
+import random
+import uuid
+from typing import Any
+
+import aiohttp
 import pytest
+from kaos_memory.storage.pgvectors import MIN_FACTS
 
 from tests.fixtures.memory import MakeMemory, MemoryServer
-from tests.support.postgres import pg_query
+from tests.support.postgres import insert_facts, pg_query
 from tests.unit.memory.helpers import (
     AGENT_A,
     call,
@@ -22,6 +28,7 @@ from tests.unit.memory.helpers import (
 pytestmark = pytest.mark.postgres
 
 COLLECTION = "kaos_layout"
+WORDS = ("apple", "river", "stone", "cloud", "violin", "garden", "copper", "lantern")
 
 
 def rows_by_principal(server: MemoryServer) -> dict[str, int]:
@@ -104,3 +111,79 @@ async def test_a_principal_is_stored_recalled_and_erased_in_either_layout(
     status, doc, _ = await call(server.url, "/v1/forget", {"level": "user"}, hdrs=alice)
     assert status == 200 and doc["forgotten"]["long_term"] == 0, doc
     assert rows_by_principal(server) == {"bob": before["bob"]}
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not exported")
+
+
+async def test_a_large_principal_is_searched_from_held_vectors_and_stays_current(
+    memory_factory: MakeMemory,
+) -> None:
+    server = memory_factory(
+        "external", collection=COLLECTION, token_budget=200, max_read_scope="user"
+    )
+    assert server.db.dsn is not None
+    dsn = server.db.dsn
+    dims = pg_query(
+        dsn,
+        "SELECT atttypmod FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'vector'",
+        [COLLECTION],
+    )[0][0]
+    # A principal past the threshold, stored as the service stores facts.
+    rng = random.Random(9)
+    rows = []
+    for i in range(MIN_FACTS + 100):
+        vector = [rng.uniform(-1, 1) for _ in range(dims)]
+        payload = {
+            "data": f"carol fact {i} " + " ".join(rng.choice(WORDS) for _ in range(6)),
+            "user_id": "carol",
+            "agent_id": AGENT_A,
+            "run_id": "bulk",
+            "kaos_group": COLLECTION,
+            "created_at": f"2026-01-01T00:00:00.{i:06d}",
+        }
+        rows.append((str(uuid.uuid4()), vector, payload))
+    insert_facts(dsn, COLLECTION, rows)
+    carol = headers(agent=AGENT_A, principal="carol")
+
+    async def recall(query: str) -> list[dict[str, Any]]:
+        body = {"level": "user", "query": query, "include": ["long_term"], "top_k": 10}
+        status, doc, _ = await call(server.url, "/v1/recall", body, hdrs=carol)
+        assert status == 200 and doc["degraded"] is False, doc
+        facts: list[dict[str, Any]] = doc["long_term"]["facts"]
+        return facts
+
+    async def held() -> tuple[float, float]:
+        async with aiohttp.ClientSession() as http, http.get(f"{server.url}/metrics") as resp:
+            text = await resp.text()
+        return (
+            _metric(text, "kaos_memory_held_principals"),
+            _metric(text, "kaos_memory_vector_loads"),
+        )
+
+    queries = [" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(5)]
+    from_database = [await recall(q) for q in queries]
+    await eventually(held, lambda h: h == (1.0, 0.0), what="carol's vectors held")
+    # The same answers from the held vectors: same facts, same order, same scores.
+    for query, expected in zip(queries, from_database, strict=True):
+        got = await recall(query)
+        assert [(f["id"], f["text"]) for f in got] == [(f["id"], f["text"]) for f in expected]
+        assert [f["score"] for f in got] == pytest.approx([f["score"] for f in expected])
+
+    # A fact extracted now (another write path, the triggers' version) is found at once.
+    await stored(server, ["carol"], ["kiwis", "figs"])
+    texts = [f["text"] for f in await recall(long_text("carol-kiwis"))]
+    assert any("carol-kiwis" in t for t in texts), texts
+    await eventually(held, lambda h: h == (1.0, 0.0), what="carol's vectors reloaded")
+    texts = [f["text"] for f in await recall(long_text("carol-kiwis"))]
+    assert any("carol-kiwis" in t for t in texts), texts
+
+    # Erased: nothing comes back, held or not.
+    status, doc, _ = await call(server.url, "/v1/forget", {"level": "user"}, hdrs=carol)
+    assert status == 200 and doc["forgotten"]["long_term"] >= MIN_FACTS + 100, doc
+    assert await recall(long_text("carol-kiwis")) == []
+    assert await recall(queries[0]) == []

@@ -8,7 +8,6 @@ principal's partition only."""
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import re
@@ -20,7 +19,7 @@ import pytest
 from kaos_memory.storage import pgfacts
 from psycopg import sql
 
-from tests.support.postgres import connect, generic_plan, mem0_pgvector, pg_query
+from tests.support.postgres import generic_plan, insert_facts, mem0_pgvector, pg_query
 
 pytestmark = pytest.mark.postgres
 
@@ -68,13 +67,7 @@ def _rows(rng: random.Random) -> list[tuple[str, list[float], dict[str, Any]]]:
 
 
 def _load(dsn: str, rows: list[tuple[str, list[float], dict[str, Any]]]) -> None:
-    with connect(dsn) as conn, conn.cursor() as cur:
-        cur.executemany(
-            sql.SQL("INSERT INTO {} (id, vector, payload) VALUES (%s, %s::vector, %s)").format(
-                sql.Identifier(TABLE)
-            ),
-            [(i, str(v), json.dumps(p)) for i, v, p in rows],
-        )
+    insert_facts(dsn, TABLE, rows)
     pg_query(dsn, f"VACUUM ANALYZE {TABLE}")
 
 

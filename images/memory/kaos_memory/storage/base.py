@@ -375,4 +375,9 @@ class LongTermStore(Protocol):
         """``ValueError`` unless ``cursor`` is one ``list_facts`` gave out."""
         ...
 
+    def held_principals(self) -> tuple[int, int]:
+        """Principals whose fact vectors this replica holds, and principals whose vectors
+        are being loaded or wait to be (external mode, ``pgvectors``; else none)."""
+        ...
+
     async def erase_ids(self, ids: list[str]) -> int: ...

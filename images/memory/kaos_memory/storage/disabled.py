@@ -52,6 +52,9 @@ class DisabledLongTermStore:
     async def reclaim(self) -> None:
         return None
 
+    def held_principals(self) -> tuple[int, int]:
+        return 0, 0
+
     def check_cursor(self, cursor: str) -> None:
         raise ValueError("no long-term tier: no cursor was given out")
 

@@ -337,6 +337,8 @@ class Mem0LongTermStore:
         self._embedder = QueryEmbedder(settings.models)
         self._searches: ThreadPoolExecutor | None = None
         self._pg: Any = None  # psycopg_pool.AsyncConnectionPool (external mode)
+        self._versioned = False  # pgfacts.ensure_versions succeeded
+        self._vectors: Any = None  # pgvectors.PrincipalVectors (external mode)
         self._memory: Any = None
         self._ping: asyncio.Future[None] | None = None
         # Erasure and extraction must not interleave on Mem0's history purge.
@@ -386,6 +388,12 @@ class Mem0LongTermStore:
                 await self._pg.open(wait=True, timeout=30.0)
             except Exception as exc:
                 raise StorageUnavailable("long-term store unavailable") from exc
+            if self._versioned:
+                from kaos_memory.storage.pgvectors import PrincipalVectors
+
+                self._vectors = PrincipalVectors(
+                    self.settings.collection, self.settings.pg_vector_cache_mb * 2**20
+                )
         else:
             self._searches = ThreadPoolExecutor(
                 max_workers=self.settings.mem0_threads, thread_name_prefix="kaos-recall"
@@ -441,6 +449,15 @@ class Mem0LongTermStore:
                     # Searches stay correct without them, only slower; the next start
                     # creates them.
                     log.warning("creating the tenant indexes failed", exc_info=True)
+                if self.settings.pg_vector_cache_mb > 0:
+                    try:
+                        pgfacts.ensure_versions(pool, self.settings.collection)
+                    except psycopg.Error:
+                        # Without the versions nothing held could be checked: every
+                        # search stays in the database.
+                        log.warning("creating the principal versions failed", exc_info=True)
+                    else:
+                        self._versioned = True
         # Bounded model calls: Mem0 builds its OpenAI clients with the library defaults
         # (10 min timeout, 2 retries); the service's executor owns retries instead.
         memory.llm.client = memory.llm.client.with_options(
@@ -453,6 +470,9 @@ class Mem0LongTermStore:
 
     async def close(self) -> None:
         await self._embedder.close()
+        if self._vectors is not None:
+            await self._vectors.close()
+            self._vectors = None
         pg, self._pg = self._pg, None
         if pg is not None:
             await pg.close()
@@ -607,16 +627,25 @@ class Mem0LongTermStore:
 
         query, params = pgfacts.search_query(self.settings.collection, vector, filters, size)
         try:
-            rows = await self._pg_rows(query, params)
+            rows = await self._pg_rows(query, params, vector, filters, size)
         except psycopg.OperationalError:
             # A connection the server closed (PostgreSQL restarted): test the pool's idle
             # connections, replace the dead ones, and search once more on a live one. A
             # server still down fails this one too.
             await self._pg.check()
-            rows = await self._pg_rows(query, params)
+            rows = await self._pg_rows(query, params, vector, filters, size)
         return list(pgfacts.hits(rows))
 
-    async def _pg_rows(self, query: Any, params: list[Any]) -> list[Any]:
+    async def _pg_rows(
+        self, query: Any, params: list[Any], vector: list[float], filters: dict[str, str], size: int
+    ) -> list[Any]:
+        from kaos_memory.storage.pgvectors import principal_of
+
+        # A principal's whole scope: its vectors may be held (``pgvectors``).
+        key = principal_of(filters) if self._vectors is not None else None
+        if key is not None:
+            held: list[Any] = await self._vectors.search(self._pg, key, vector, query, params, size)
+            return held
         async with self._pg.connection() as conn:
             cur = await conn.execute(query, params)
             rows: list[Any] = await cur.fetchall()
@@ -847,6 +876,12 @@ class Mem0LongTermStore:
                     conn.execute(sql.SQL("VACUUM {}").format(sql.Identifier(table)))
             finally:
                 conn.autocommit = False
+
+    def held_principals(self) -> tuple[int, int]:
+        if self._vectors is None:
+            return 0, 0
+        stats: tuple[int, int] = self._vectors.stats()
+        return stats
 
     def check_cursor(self, cursor: str) -> None:
         decode_cursor(cursor)

@@ -28,6 +28,10 @@ naming a principal reads alone (PostgreSQL prunes the others, at plan time or, f
 prepared statement, when it runs). The exact search above then reads the principal's
 rows from a few pages instead of one page per row all over the table.
 
+Past a thousand facts a principal's search is cheaper in the service than here
+(``pgvectors``: its vectors held, checked on every search against the principal's version,
+which ``ensure_versions`` keeps with triggers); this module gives it its queries.
+
 Listing orders by ``(created_at, id)`` and continues after the cursor, with a ``LIMIT``:
 an index on ``(kaos_group, user_id, created_at, id)`` gives a principal's facts in that
 order, so a page reads its own rows only (the group in the key also gives the planner
@@ -309,3 +313,114 @@ def delete(pool: Any, table: str, facts: list[tuple[str, dict[str, Any]]]) -> in
                 params = [principal, ids]
             deleted += conn.execute(statement, params).rowcount
     return deleted
+
+
+# --- a principal's version (what ``pgvectors`` keeps a principal's vectors against) ---------
+
+
+def versions_table(table: str) -> str:
+    return f"{table}_kaos_versions"
+
+
+def ensure_versions(pool: Any, table: str) -> None:
+    """A version per principal of ``table``, bumped by triggers on every statement that
+    inserts, updates or deletes any of the principal's facts, whoever runs it (this
+    replica, another, Mem0, an operator's SQL): ``(group, principal) -> version``.
+
+    Versions come from one sequence, so a version is never given twice, even after its
+    row is deleted; no row means no change since the triggers exist (version 0). The
+    triggers are statement-level with transition tables: one upsert per principal a
+    statement touched, not one per row (an erasure of 10k facts bumps once). A TRUNCATE
+    forgets every version (its rows are gone; the next insert gives a fresh one).
+    Idempotent; replicas starting at once serialise on an advisory lock.
+    """
+    versions = sql.Identifier(versions_table(table))
+    seq = sql.Identifier(f"{table}_kaos_version_seq")
+    bump = sql.Identifier(f"{table}_kaos_bump")
+    forget = sql.Identifier(f"{table}_kaos_forget")
+    name = sql.Identifier(table)
+    with pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [table])
+        conn.execute(sql.SQL("CREATE SEQUENCE IF NOT EXISTS {}").format(seq))
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (kaos_group text NOT NULL, principal text NOT"
+                " NULL, version bigint NOT NULL, PRIMARY KEY (kaos_group, principal))"
+            ).format(versions)
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE OR REPLACE FUNCTION {bump}() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN"
+                " INSERT INTO {versions} AS v (kaos_group, principal, version)"
+                " SELECT g, p, nextval({seq_name}) FROM (SELECT DISTINCT"
+                " coalesce(payload->>'kaos_group', '') AS g,"
+                " coalesce(payload->>'user_id', '') AS p FROM changed) AS touched"
+                " ON CONFLICT (kaos_group, principal) DO UPDATE SET version = EXCLUDED.version;"
+                " RETURN NULL;"
+                " END $$"
+            ).format(
+                bump=bump,
+                versions=versions,
+                seq_name=sql.Literal(sql.Identifier(f"{table}_kaos_version_seq").as_string(conn)),
+            )
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN DELETE FROM {}; RETURN NULL; END $$"
+            ).format(forget, versions)
+        )
+        for suffix, event, transition in (
+            ("ins", "INSERT", "NEW TABLE"),
+            ("del", "DELETE", "OLD TABLE"),
+            ("upd_old", "UPDATE", "OLD TABLE"),
+            ("upd_new", "UPDATE", "NEW TABLE"),
+        ):
+            conn.execute(
+                sql.SQL(
+                    "CREATE OR REPLACE TRIGGER {} AFTER {} ON {} REFERENCING {} AS changed"
+                    " FOR EACH STATEMENT EXECUTE FUNCTION {}()"
+                ).format(
+                    sql.Identifier(f"{table}_kaos_version_{suffix}"),
+                    sql.SQL(event),
+                    name,
+                    sql.SQL(transition),
+                    bump,
+                )
+            )
+        conn.execute(
+            sql.SQL(
+                "CREATE OR REPLACE TRIGGER {} AFTER TRUNCATE ON {}"
+                " FOR EACH STATEMENT EXECUTE FUNCTION {}()"
+            ).format(sql.Identifier(f"{table}_kaos_version_truncate"), name, forget)
+        )
+
+
+def version_query(table: str) -> sql.Composed:
+    """A principal's version (parameters: group, principal); no row is version 0."""
+    return sql.SQL("SELECT version FROM {} WHERE kaos_group = %s AND principal = %s").format(
+        sql.Identifier(versions_table(table))
+    )
+
+
+def vectors_query(table: str) -> sql.Composed:
+    """A principal's facts as ``(count, ids, vectors)`` (parameters: group, principal): the
+    ids as one bytea of 16-byte uuids and the vectors as one bytea of pgvector's binary
+    form (a 4-byte header, then big-endian float4s), both in id order: one row, however
+    many facts, and nothing parsed per fact."""
+    return sql.SQL(
+        "SELECT count(*), string_agg(uuid_send(id), ''::bytea ORDER BY id),"
+        " string_agg(vector_send(vector), ''::bytea ORDER BY id)"
+        " FROM {} WHERE payload->>'kaos_group' = %s AND payload->>'user_id' = %s"
+    ).format(sql.Identifier(table))
+
+
+def payloads_query(table: str) -> sql.Composed:
+    """The payloads of the given ids among a principal's facts (parameters: group,
+    principal, ids): the principal and the group are the same filter the search applies,
+    so no id can bring in another principal's fact."""
+    return sql.SQL(
+        "SELECT id, payload FROM {} WHERE payload->>'kaos_group' = %s"
+        " AND payload->>'user_id' = %s AND id = ANY(%s::uuid[])"
+    ).format(sql.Identifier(table))
