@@ -260,11 +260,13 @@ def test_console_overview_chat_memory_and_degraded(
         assert f"session {session}" in erases and f"principal {principal}" in erases
         shoot(driver, "forget-confirm")
         driver.find_element(By.ID, "confirm-forget").click()
-        cells = [
-            [c.text for c in r.find_elements(By.TAG_NAME, "td")]
-            for r in driver.find_elements(By.CSS_SELECTOR, ".forgotten-table tbody tr")
-        ]
-        assert cells, driver.page_source
+        # The click posts the form: the counts are on the page that answers it, once the
+        # browser has loaded it (reading at once can still see the confirmation page).
+        erased = wait_for(
+            lambda: driver.find_elements(By.CSS_SELECTOR, ".forgotten-table tbody tr"),
+            "the erased counts",
+        )
+        cells = [[c.text for c in r.find_elements(By.TAG_NAME, "td")] for r in erased]
         counts = {tier: int(n) for tier, n in cells}
         assert counts["short term (window turns)"] > 0 and counts["long term (facts)"] > 0, counts
         shoot(driver, "forgotten")
