@@ -15,8 +15,8 @@ What keeps it exact and fresh:
   triggers on any statement that changes any of the principal's facts, on any replica) in
   the same round trip as the payloads; when it differs from the held one the answer is
   discarded, the search runs in the database, and the vectors are reloaded in the
-  background. A held principal is therefore never answered from vectors older than the
-  database's;
+  background. The version is read first in that round trip, so a fact stored before a
+  search began has moved it: such a search is never answered from vectors without it;
 - the payloads come from the database under the same filter as the database's search
   (group and principal, ``pgfacts.payloads_query``): an id of another principal can never
   bring in its fact, and a fact deleted since (an erasure) has no row, so it is not
