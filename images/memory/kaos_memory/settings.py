@@ -247,8 +247,9 @@ class MemorySettings(EnvSettings):
         "storage",
         "external mode: memory (MiB) for the fact vectors of principals with at least 1,000"
         " facts, searched in the service (exact, checked against the database's version of"
-        " the principal on every search); least recently used principals are dropped first;"
-        " 0 searches every principal in the database",
+        " the principal on every search); a principal is held only if it fits once those not"
+        " searched for 5 minutes are dropped, else the database serves it; 0 searches every"
+        " principal in the database",
         default=256,
         ge=0,
         le=65536,
