@@ -337,8 +337,8 @@ class Mem0LongTermStore:
         self._embedder = QueryEmbedder(settings.models)
         self._searches: ThreadPoolExecutor | None = None
         self._pg: Any = None  # psycopg_pool.AsyncConnectionPool (external mode)
-        self._versioned = False  # pgfacts.ensure_versions succeeded
-        self._vectors: Any = None  # pgvectors.PrincipalVectors (external mode)
+        # pgvectors.PrincipalVectors (external mode, once pgfacts.ensure_versions succeeded)
+        self._vectors: Any = None
         self._memory: Any = None
         self._ping: asyncio.Future[None] | None = None
         # Erasure and extraction must not interleave on Mem0's history purge.
@@ -388,12 +388,6 @@ class Mem0LongTermStore:
                 await self._pg.open(wait=True, timeout=30.0)
             except Exception as exc:
                 raise StorageUnavailable("long-term store unavailable") from exc
-            if self._versioned:
-                from kaos_memory.storage.pgvectors import PrincipalVectors
-
-                self._vectors = PrincipalVectors(
-                    self.settings.collection, self.settings.pg_vector_cache_mb * 2**20
-                )
         else:
             self._searches = ThreadPoolExecutor(
                 max_workers=self.settings.mem0_threads, thread_name_prefix="kaos-recall"
@@ -457,7 +451,11 @@ class Mem0LongTermStore:
                         # search stays in the database.
                         log.warning("creating the principal versions failed", exc_info=True)
                     else:
-                        self._versioned = True
+                        from kaos_memory.storage.pgvectors import PrincipalVectors
+
+                        self._vectors = PrincipalVectors(
+                            self.settings.collection, self.settings.pg_vector_cache_mb * 2**20
+                        )
         # Bounded model calls: Mem0 builds its OpenAI clients with the library defaults
         # (10 min timeout, 2 retries); the service's executor owns retries instead.
         memory.llm.client = memory.llm.client.with_options(

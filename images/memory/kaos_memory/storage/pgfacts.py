@@ -362,7 +362,7 @@ def ensure_versions(pool: Any, table: str) -> None:
             ).format(
                 bump=bump,
                 versions=versions,
-                seq_name=sql.Literal(sql.Identifier(f"{table}_kaos_version_seq").as_string(conn)),
+                seq_name=sql.Literal(seq.as_string(conn)),
             )
         )
         conn.execute(
