@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kaos_memory.storage import pgfacts
+from kaos_memory.storage import pgfacts, pgvectors
 from kaos_memory.storage.pgvectors import MIN_FACTS, PrincipalVectors
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
@@ -223,3 +223,22 @@ def test_each_change_bumps_only_the_principals_it_touches(table: str) -> None:
     assert _versions(table) == {}
     _insert(table, _facts("g", "alice", 1, random.Random(1)))
     assert _versions(table)[("g", "alice")] > max(after_delete.values())
+
+
+async def test_principals_known_by_version_only_are_forgotten_once_idle(
+    vectors: PrincipalVectors, pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(19)
+    bob = ("g", "bob")
+    await _search(vectors, pool, bob, _vector(rng))
+    await vectors.loaded()
+    assert bob in vectors._held and not vectors.holds(bob)
+    # Idle from now on: the next load (alice's) drops bob's version, alice is held.
+    monkeypatch.setattr(pgvectors, "IDLE", -1.0)
+    await _held_alice(vectors, pool, rng)
+    assert bob not in vectors._held
+    # Searched again, bob is answered by the database as before, and known again.
+    query = _vector(rng)
+    _same(await _search(vectors, pool, bob, query), await _exact(pool, bob, query))
+    await vectors.loaded()
+    assert bob in vectors._held

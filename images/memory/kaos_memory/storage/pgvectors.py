@@ -219,11 +219,24 @@ class PrincipalVectors:
         if old is not None:
             self._bytes -= old.size
         now = time.monotonic()
+        self._forget_idle_versions(now)
         if held.unit is not None and not self._room(held.size, now):
             held = Held(held.version, refused=now)
         self._held[key] = held
         self._bytes += held.size
         self._used[key] = now
+
+    def _forget_idle_versions(self, now: float) -> None:
+        """Drop the principals known by version only that were loaded ``IDLE`` ago: every
+        principal ever searched would otherwise stay here, outside the byte budget. Such a
+        principal searched again is loaded again (for a refused one, that is its retry)."""
+        for key in [
+            k
+            for k, held in self._held.items()
+            if held.unit is None and now - self._used.get(k, now) > IDLE
+        ]:
+            del self._held[key]
+            self._used.pop(key, None)
 
     def _room(self, size: int, now: float) -> bool:
         """Whether ``size`` more bytes fit, once principals idle for ``IDLE`` are dropped."""
