@@ -368,24 +368,15 @@ class Mem0LongTermStore:
         await self._embedder.start()
         if self.backend == "pgvector":
             assert self.settings.dsn is not None
-            from psycopg_pool import AsyncConnectionPool
+            from kaos_memory.storage import pgpool
 
-            # Searches on the event loop: no thread per waiting query. Autocommit: a
-            # search is one statement, and psycopg's own transaction around it cost a
-            # BEGIN and a COMMIT, two more waits on the server per recall (a fifth of the
-            # event loop's time at 32 clients, profiled). No check on checkout (another
-            # wait, an eighth of that time): ``_pg_search`` heals after a restart instead.
-            self._pg = AsyncConnectionPool(
-                pgvector_dsn(self.settings.dsn),
-                kwargs={"autocommit": True},
-                configure=_custom_plans,
-                min_size=1,
-                max_size=self.settings.pg_pool_size,
-                open=False,
-                timeout=10.0,
-            )
+            # Searches on the event loop: no thread per waiting query (``pgpool``).
             try:
-                await self._pg.open(wait=True, timeout=30.0)
+                self._pg = await pgpool.open_pool(
+                    pgvector_dsn(self.settings.dsn),
+                    self.settings.pg_pool_size,
+                    configure=_custom_plans,
+                )
             except Exception as exc:
                 raise StorageUnavailable("long-term store unavailable") from exc
         else:
@@ -619,19 +610,13 @@ class Mem0LongTermStore:
     async def _pg_search(
         self, vector: list[float], filters: dict[str, str], size: int
     ) -> list[Hit]:
-        import psycopg
-
-        from kaos_memory.storage import pgfacts
+        from kaos_memory.storage import pgfacts, pgpool
 
         query, params = pgfacts.search_query(self.settings.collection, vector, filters, size)
-        try:
-            rows = await self._pg_rows(query, params, vector, filters, size)
-        except psycopg.OperationalError:
-            # A connection the server closed (PostgreSQL restarted): test the pool's idle
-            # connections, replace the dead ones, and search once more on a live one. A
-            # server still down fails this one too.
-            await self._pg.check()
-            rows = await self._pg_rows(query, params, vector, filters, size)
+        # After a PostgreSQL restart: the pool checked and the search once more.
+        rows = await pgpool.once_more(
+            self._pg, lambda: self._pg_rows(query, params, vector, filters, size)
+        )
         return list(pgfacts.hits(rows))
 
     async def _pg_rows(

@@ -9,9 +9,8 @@ A recall's read of a session (window and digest) runs on the event loop instead,
 ``AsyncConnectionPool`` of its own (``read_async``): at 32 concurrent recalls the hop to a
 thread and back, the pool's check of every connection it hands out (one more wait on the
 server) and psycopg's transaction around the read were a fifth of the service's time
-(profiled with py-spy). The read pool's connections are in autocommit and unchecked;
-a read that meets a connection PostgreSQL closed (a restart) checks the pool and reads
-once more, which a read may do.
+(profiled with py-spy). The read pool is ``storage.pgpool``'s: autocommit, unchecked,
+and a read that meets a connection PostgreSQL closed (a restart) reads once more.
 """
 
 from __future__ import annotations
@@ -20,9 +19,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from kaos_memory.storage import pgpool
 from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor, Statement
 
 TYPES = ColumnTypes(
@@ -75,16 +74,7 @@ class PostgresDialect:
 
     async def open_async(self) -> None:
         """The read pool (``read_async``), on the running event loop."""
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            self.dsn,
-            kwargs={"autocommit": True},
-            min_size=1,
-            max_size=self.threads,
-            open=False,
-            timeout=10.0,
-        )
-        await pool.open(wait=True, timeout=30.0)
-        self._reads = pool
+        self._reads = await pgpool.open_pool(self.dsn, self.threads)
 
     async def close_async(self) -> None:
         if self._reads is not None:
@@ -93,15 +83,10 @@ class PostgresDialect:
 
     async def read_async(self, statements: Sequence[Statement]) -> list[list[Any]]:
         """``read`` on the event loop, on the read pool."""
-        if self._reads is None:
+        pool = self._reads
+        if pool is None:
             raise RuntimeError("postgres store is not open")
-        try:
-            return await self._read_async(self._reads, statements)
-        except psycopg.OperationalError:
-            # A connection the server closed: replace the pool's dead ones and read once
-            # more. A server still down fails this read too.
-            await self._reads.check()
-            return await self._read_async(self._reads, statements)
+        return await pgpool.once_more(pool, lambda: self._read_async(pool, statements))
 
     async def _read_async(
         self, pool: AsyncConnectionPool[Any], statements: Sequence[Statement]
