@@ -1,15 +1,19 @@
 """What the memory benchmarks share: percentiles, the PostgreSQL check, the development
-model server they point the services at and the start of a memory service (imported by the
-scripts beside it)."""
+model server they point the services at, the start of a memory service and the reading of
+its metrics (imported by the scripts beside it)."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import aiohttp
 
 from tests.support.postgres import admin_dsn_from_env, server_error
 from tests.support.procs import ServiceProcess, console_script, free_port, start_service
@@ -76,3 +80,43 @@ def memory_service(name: str, env: dict[str, str], log_dir: Path) -> ServiceProc
         log_dir=log_dir,
         timeout=180,
     )
+
+
+Metrics = dict[str, float]
+
+
+async def metrics(http: aiohttp.ClientSession, url: str) -> Metrics:
+    """The service's ``/metrics`` samples, by name with their labels as written
+    (``kaos_memory_folds_total{outcome="done"}``)."""
+    async with http.get(f"{url}/metrics") as resp:
+        text = await resp.text()
+    samples: Metrics = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+async def until_metrics(
+    http: aiohttp.ClientSession,
+    url: str,
+    done: Callable[[Metrics], bool],
+    what: str,
+    within: float = 600,
+) -> Metrics:
+    """Poll ``/metrics`` until ``done`` says so (polling, not timing: a bench may); the
+    samples that satisfied it. ``TimeoutError`` naming ``what`` after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        samples = await metrics(http, url)
+        if done(samples):
+            return samples
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} after {within:.0f} s")
+        await asyncio.sleep(0.5)  # polling interval, not a synchronisation
+
+
+def all_zero(*names: str) -> Callable[[Metrics], bool]:
+    """``until_metrics``'s test that every one of ``names`` is exported and 0."""
+    return lambda samples: all(samples.get(name) == 0 for name in names)

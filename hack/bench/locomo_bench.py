@@ -53,7 +53,14 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchlib import devmodel, memory_service, percentile, require_postgres  # noqa: E402
+from benchlib import (  # noqa: E402
+    all_zero,
+    devmodel,
+    memory_service,
+    percentile,
+    require_postgres,
+    until_metrics,
+)
 from kaos_memory.settings import MemorySettings  # noqa: E402
 from kaos_memory.storage.longterm import mem0_config, to_entity_id  # noqa: E402
 
@@ -415,21 +422,10 @@ IDLE_GAUGES = (
 
 
 async def wait_until_idle(http: aiohttp.ClientSession, url: str, deadline: float) -> None:
-    """Poll ``/metrics`` until no background job is queued or running and the outbox is
-    empty (digests lag the facts), so recall is measured on a quiet service."""
-    while True:
-        async with http.get(f"{url}/metrics") as resp:
-            text = await resp.text()
-        values = {
-            line.split(" ")[0]: float(line.split(" ")[1])
-            for line in text.splitlines()
-            if line.startswith(IDLE_GAUGES)
-        }
-        if values and all(v == 0 for v in values.values()):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"background work still running: {values}")
-        await asyncio.sleep(0.5)  # polling interval, not a synchronisation
+    """Until no background job is queued or running and the outbox is empty (digests lag
+    the facts), so recall is measured on a quiet service."""
+    within = max(0.0, deadline - time.monotonic())
+    await until_metrics(http, url, all_zero(*IDLE_GAUGES), "background work still running", within)
 
 
 async def ask_kaos(url: str, convs: list[Conversation], run: Run, infer: bool) -> None:

@@ -27,7 +27,6 @@ import asyncio
 import hashlib
 import os
 import random
-import re
 import shutil
 import sys
 import tempfile
@@ -49,7 +48,14 @@ import listing_bench  # noqa: E402
 import slowmodel_bench  # noqa: E402
 import tenant_bench  # noqa: E402
 import tracing_bench  # noqa: E402
-from benchlib import devmodel, memory_service, percentile, require_postgres  # noqa: E402
+from benchlib import (  # noqa: E402
+    all_zero,
+    devmodel,
+    memory_service,
+    percentile,
+    require_postgres,
+    until_metrics,
+)
 from kaos_memory.settings import MemorySettings  # noqa: E402
 from kaos_memory.storage import pgfacts  # noqa: E402
 from kaos_memory.storage.longterm import mem0_config, to_entity_id  # noqa: E402
@@ -255,18 +261,13 @@ async def bench_service(url: str, ops: int, concurrency: int, rng: random.Random
 
         async def background_idle() -> None:
             """Until the writes' folds are done: recall is measured on a quiet service, as
-            the library is (polling, not timing: a bench may)."""
-            deadline = time.monotonic() + 600
-            while time.monotonic() < deadline:
-                async with http.get(f"{url}/metrics") as resp:
-                    text = await resp.text()
-                busy = re.findall(
-                    r"^kaos_memory_executor_(?:queue_depth|in_flight) ([0-9.e+]+)$", text, re.M
-                )
-                if busy and all(float(v) == 0 for v in busy):
-                    return
-                await asyncio.sleep(0.5)
-            raise RuntimeError("background work did not finish in 10 minutes")
+            the library is."""
+            await until_metrics(
+                http,
+                url,
+                all_zero("kaos_memory_executor_queue_depth", "kaos_memory_executor_in_flight"),
+                "background work still running",
+            )
 
         # Warm-up: first requests pay lazy imports and connection set-up.
         for i in range(10):

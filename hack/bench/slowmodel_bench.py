@@ -22,7 +22,6 @@ import asyncio
 import itertools
 import os
 import random
-import re
 import shutil
 import sys
 import tempfile
@@ -36,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import devmodel, memory_service, percentile, require_postgres  # noqa: E402
+from benchlib import devmodel, memory_service, metrics, percentile, require_postgres  # noqa: E402
 
 from tests.support.postgres import create_database, drop_database, unique_name  # noqa: E402
 from tests.support.procs import ServiceProcess  # noqa: E402
@@ -77,10 +76,8 @@ def start_memory(
 
 
 async def folds_done(http: aiohttp.ClientSession, svc: ServiceProcess) -> int:
-    async with http.get(f"{svc.url}/metrics") as resp:
-        text = await resp.text()
-    match = re.search(r'^kaos_memory_folds_total\{outcome="done"\} ([0-9.e+]+)$', text, re.M)
-    return int(float(match.group(1))) if match else 0
+    samples = await metrics(http, svc.url)
+    return int(samples.get('kaos_memory_folds_total{outcome="done"}', 0))
 
 
 async def writes(

@@ -39,7 +39,7 @@ from typing import Any
 
 import aiohttp
 import numpy as np
-from benchlib import memory_service, percentile
+from benchlib import memory_service, percentile, until_metrics
 from kaos_core.devmodel import embeddings
 from kaos_memory.storage import pgfacts
 from psycopg import sql
@@ -240,25 +240,20 @@ async def _recalls(url: str, ops: int) -> dict[str, float]:
                 assert not doc["degraded"], doc
                 return len(doc["long_term"]["facts"])
 
-        async def loads_done() -> float:
-            """Principals held, once none is loading (polling, not timing: a bench may)."""
-            deadline = time.monotonic() + 600
-            while time.monotonic() < deadline:
-                async with http.get(f"{url}/metrics") as resp:
-                    text = await resp.text()
-                loads = re.search(r"^kaos_memory_vector_loads ([0-9.e+]+)$", text, re.M)
-                held = re.search(r"^kaos_memory_held_principals ([0-9.e+]+)$", text, re.M)
-                if loads and held and float(loads.group(1)) == 0:
-                    return float(held.group(1))
-                await asyncio.sleep(0.5)
-            raise RuntimeError("the principals' vectors did not load in 10 minutes")
-
         result: dict[str, float] = {}
         for level in ("user", "agent"):
             for i in range(WARM_UP):
                 await recall(level, i)
             # The steady state: the principals large enough are held by now.
-            result["held"] = await loads_done()
+            samples = await until_metrics(
+                http,
+                url,
+                lambda m: (
+                    m.get("kaos_memory_vector_loads") == 0 and "kaos_memory_held_principals" in m
+                ),
+                "the principals' vectors still loading",
+            )
+            result["held"] = samples["kaos_memory_held_principals"]
             lat = []
             for i in range(ops):
                 started = time.perf_counter()
