@@ -11,6 +11,8 @@ from kaos_core.errors import Forbidden
 from kaos_core.http import READINESS_KEY, create_base_app, json_response, read_model
 from pydantic import BaseModel, ConfigDict
 
+from tests.support.loopback import served
+
 
 class Echo(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -36,13 +38,8 @@ async def server() -> AsyncIterator[tuple[str, web.Application]]:
     app.router.add_post("/echo", _echo)
     app.router.add_get("/deny", _deny)
     app.router.add_get("/boom", _boom)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield f"http://127.0.0.1:{port}", app
-    await runner.cleanup()
+    async with served(app) as port:
+        yield f"http://127.0.0.1:{port}", app
 
 
 async def _call(method: str, url: str, **kw: object) -> tuple[int, dict[str, object], str]:

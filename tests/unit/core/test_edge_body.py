@@ -17,6 +17,8 @@ from kaos_core.http import create_base_app
 from kaos_core.http.body import read_json_object
 from kaos_core.http.limits import HttpLimits
 
+from tests.support.loopback import served
+
 BODY_TIMEOUT = 0.5
 
 
@@ -28,12 +30,8 @@ async def _echo(request: web.Request) -> web.Response:
 async def port() -> AsyncIterator[int]:
     app = create_base_app("demo", max_body_bytes=1024, limits=HttpLimits(body_timeout=BODY_TIMEOUT))
     app.router.add_post("/echo", _echo)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    await runner.cleanup()
+    async with served(app) as port:
+        yield port
 
 
 async def _answer(port: int, head: bytes, body: bytes) -> tuple[int, dict[str, str], object]:

@@ -15,6 +15,7 @@ from kaos_memory.storage.embedder import MAX_BATCH, MAX_IN_FLIGHT, QueryEmbedder
 from kaos_memory.storage.errors import StorageError, StorageUnavailable
 
 from tests.support.devmodel import DevModel
+from tests.support.loopback import served
 
 
 def models(
@@ -154,15 +155,8 @@ async def forward_proxy(devmodel: DevModel) -> AsyncIterator[tuple[str, list[str
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", forward)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
+    async with served(app) as port:
         yield f"http://127.0.0.1:{port}", asked
-    finally:
-        await runner.cleanup()
 
 
 async def test_the_model_is_reached_through_the_proxy_the_environment_names(

@@ -11,6 +11,8 @@ import pytest
 from aiohttp import web
 from kaos_operator.tools import McpError, _answer, list_tool_names
 
+from tests.support.loopback import served
+
 
 def test_an_event_stream_answer_skips_other_messages() -> None:
     body = (
@@ -66,15 +68,8 @@ async def paging_server() -> AsyncIterator[tuple[str, list[Any]]]:
 
     app = web.Application()
     app.router.add_route("*", "/mcp", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with served(app) as port:
         yield f"http://127.0.0.1:{port}/mcp", seen
-    finally:
-        await runner.cleanup()
 
 
 async def test_session_version_and_pages(paging_server: tuple[str, list[Any]]) -> None:
