@@ -210,7 +210,7 @@ def _service_recalls(dsn: str, base_url: str, ops: int) -> dict[str, float]:
         # A principal's recall of all its facts is a user-level read.
         "KAOS_MEMORY_MAX_READ_SCOPE": "user",
         # Room for every principal's vectors (1M x 64 float32 and ids: 273 MB).
-        "KAOS_MEMORY_PG_VECTOR_CACHE_MB": str(VECTOR_CACHE_MB),
+        "KAOS_MEMORY_VECTOR_CACHE_MB": str(VECTOR_CACHE_MB),
     }
     svc = memory_service("tenant", env, root)
     try:
@@ -447,7 +447,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             " p50 ms: user = the principal's facts, agent = one agent's facts of the principal;"
             " x 1k: p50 / p50 at the smallest size (target at 1M: at most 2); found: facts"
             " in the last answer; held: principals whose vectors the service holds"
-            f" (KAOS_MEMORY_PG_VECTOR_CACHE_MB={VECTOR_CACHE_MB}; from 1,000 facts a principal)"
+            f" (KAOS_MEMORY_VECTOR_CACHE_MB={VECTOR_CACHE_MB}; from 1,000 facts a principal)"
         )
         head = (
             f"{'layout':>12}{'facts':>9}{'recall user':>13}{'x 1k':>6}{'recall agent':>14}"

@@ -118,14 +118,14 @@ class MemoryMetrics:
             ),
             held_principals=Gauge(
                 "held_principals",
-                "Principals whose fact vectors this replica holds for their searches "
-                "(external mode, KAOS_MEMORY_PG_VECTOR_CACHE_MB).",
+                "Principals whose facts this replica holds for their searches "
+                "(KAOS_MEMORY_VECTOR_CACHE_MB).",
                 namespace=NAMESPACE,
                 registry=registry,
             ),
             vector_loads=Gauge(
                 "vector_loads",
-                "Principals whose fact vectors are being loaded or wait to be.",
+                "Principals whose facts are being loaded or wait to be.",
                 namespace=NAMESPACE,
                 registry=registry,
             ),

@@ -40,6 +40,8 @@ _MODE_COLLECTION_ENV = {
     "external": "KAOS_MEMORY_EXTERNAL_COLLECTION",
 }
 
+# Variables renamed since a release: the earlier name is read when the new one is unset.
+_EARLIER_NAMES = {"KAOS_MEMORY_VECTOR_CACHE_MB": "KAOS_MEMORY_PG_VECTOR_CACHE_MB"}
 
 # The concerns, in the order the settings tables list them.
 GROUPS: dict[str, str] = {
@@ -98,7 +100,7 @@ class StorageSettings:
     collection: str
     pg_pool_size: int
     pg_partitions: int
-    pg_vector_cache_mb: int
+    vector_cache_mb: int
 
     @property
     def group(self) -> str:
@@ -243,13 +245,15 @@ class MemorySettings(EnvSettings):
         ge=1,
         le=256,
     )
-    pg_vector_cache_mb: int = setting(
+    vector_cache_mb: int = setting(
         "storage",
-        "external mode: memory (MiB) for the fact vectors of principals with at least 1,000"
-        " facts, searched in the service (exact, checked against the database's version of"
-        " the principal on every search); a principal is held only if it fits once those not"
-        " searched for 5 minutes are dropped, else the database serves it; 0 searches every"
-        " principal in the database",
+        "memory (MiB) for principals' facts searched in the service instead of the vector"
+        " store, exactly. Local mode: every principal's vectors and payloads, current with"
+        " every write this process makes. External mode: the vectors of principals with at"
+        " least 1,000 facts, checked against the database's version of the principal on"
+        " every search. A principal is held only if it fits once those not searched for 5"
+        " minutes are dropped, else the store serves it; 0 holds none. Read from"
+        " KAOS_MEMORY_PG_VECTOR_CACHE_MB, its earlier name, when unset",
         default=256,
         ge=0,
         le=65536,
@@ -715,7 +719,7 @@ class MemorySettings(EnvSettings):
             collection=self.collection,
             pg_pool_size=self.pg_pool_size,
             pg_partitions=self.pg_partitions,
-            pg_vector_cache_mb=self.pg_vector_cache_mb,
+            vector_cache_mb=self.vector_cache_mb,
         )
 
     @property
@@ -828,6 +832,9 @@ class MemorySettings(EnvSettings):
 def load_memory_settings(environ: Mapping[str, str] | None = None) -> MemorySettings:
     """Settings from the environment, honouring the seed's per-mode collection variables."""
     env = dict(os.environ if environ is None else environ)
+    for name, earlier in _EARLIER_NAMES.items():
+        if not env.get(name) and env.get(earlier):
+            env[name] = env[earlier]
     if not env.get("KAOS_MEMORY_COLLECTION"):
         storage = env.get("KAOS_MEMORY_STORAGE") or "local"
         alias = _MODE_COLLECTION_ENV.get(storage)

@@ -401,6 +401,8 @@ async def test_recall_by_indexed_ids_finds_the_scopes_facts_only_and_survives_a_
         collection=GROUP,
         model_base_url=devmodel.base_url,
         embedding_dims=devmodel.embedding_dims,
+        # Every search asks Chroma: no principal's facts held (``test_chromaheld``).
+        vector_cache_mb=0,
     )
     store = Mem0LongTermStore(settings)
     await store.start()

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kaos_memory.storage import pgfacts, pgvectors
+from kaos_memory.storage import held, pgfacts
 from kaos_memory.storage.pgvectors import MIN_FACTS, PrincipalVectors
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
@@ -234,7 +234,7 @@ async def test_principals_known_by_version_only_are_forgotten_once_idle(
     await vectors.loaded()
     assert bob in vectors._held and not vectors.holds(bob)
     # Idle from now on: the next load (alice's) drops bob's version, alice is held.
-    monkeypatch.setattr(pgvectors, "IDLE", -1.0)
+    monkeypatch.setattr(held, "IDLE", -1.0)
     await _held_alice(vectors, pool, rng)
     assert bob not in vectors._held
     # Searched again, bob is answered by the database as before, and known again.

@@ -91,3 +91,13 @@ def test_seed_collection_aliases() -> None:
         {"KAOS_MEMORY_COLLECTION": "main", "KAOS_MEMORY_LOCAL_COLLECTION": "other"}
     )
     assert explicit.collection == "main"
+
+
+def test_a_renamed_variable_is_read_under_its_earlier_name_unless_the_new_one_is_set() -> None:
+    assert load_memory_settings({}).vector_cache_mb == 256
+    earlier = {"KAOS_MEMORY_PG_VECTOR_CACHE_MB": "64"}
+    assert load_memory_settings(earlier).vector_cache_mb == 64
+    both = {**earlier, "KAOS_MEMORY_VECTOR_CACHE_MB": "0"}
+    assert load_memory_settings(both).vector_cache_mb == 0
+    with pytest.raises(SettingsError, match="KAOS_MEMORY_VECTOR_CACHE_MB"):
+        load_memory_settings({"KAOS_MEMORY_PG_VECTOR_CACHE_MB": "lots"})

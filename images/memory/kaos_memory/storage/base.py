@@ -376,8 +376,9 @@ class LongTermStore(Protocol):
         ...
 
     def held_principals(self) -> tuple[int, int]:
-        """Principals whose fact vectors this replica holds, and principals whose vectors
-        are being loaded or wait to be (external mode, ``pgvectors``; else none)."""
+        """Principals whose facts this replica holds for their searches, and principals
+        being loaded or waiting to be (``pgvectors`` in external mode, ``chromaheld`` in
+        local mode)."""
         ...
 
     async def erase_ids(self, ids: list[str]) -> int: ...

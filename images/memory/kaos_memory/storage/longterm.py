@@ -54,6 +54,7 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from kaos_core.memory.contract import Fact
@@ -339,6 +340,8 @@ class Mem0LongTermStore:
         self._pg: Any = None  # psycopg_pool.AsyncConnectionPool (external mode)
         # pgvectors.PrincipalVectors (external mode, once pgfacts.ensure_versions succeeded)
         self._vectors: Any = None
+        # chromaheld.ChromaHeld (local mode, unless the budget is 0)
+        self._held: Any = None
         self._memory: Any = None
         self._ping: asyncio.Future[None] | None = None
         # Erasure and extraction must not interleave on Mem0's history purge.
@@ -402,6 +405,13 @@ class Mem0LongTermStore:
             # The listing index: facts written before it, or by a write cut short by a
             # crash, are indexed now.
             chromafacts.ensure(memory)
+            from kaos_memory.storage import chromaheld
+
+            if self.settings.vector_cache_mb > 0 and chromaheld.supported(memory):
+                self._held = chromaheld.ChromaHeld(
+                    self.settings.vector_cache_mb * 2**20,
+                    functools.partial(chromaheld.read, memory),
+                )
         if self.settings.storage == "external":
             memory.db.close()
             memory.db = null_history()
@@ -434,7 +444,7 @@ class Mem0LongTermStore:
                     # Searches stay correct without them, only slower; the next start
                     # creates them.
                     log.warning("creating the tenant indexes failed", exc_info=True)
-                if self.settings.pg_vector_cache_mb > 0:
+                if self.settings.vector_cache_mb > 0:
                     try:
                         pgfacts.ensure_versions(pool, self.settings.collection)
                     except psycopg.Error:
@@ -445,7 +455,7 @@ class Mem0LongTermStore:
                         from kaos_memory.storage.pgvectors import PrincipalVectors
 
                         self._vectors = PrincipalVectors(
-                            self.settings.collection, self.settings.pg_vector_cache_mb * 2**20
+                            self.settings.collection, self.settings.vector_cache_mb * 2**20
                         )
         # Bounded model calls: Mem0 builds its OpenAI clients with the library defaults
         # (10 min timeout, 2 retries); the service's executor owns retries instead.
@@ -459,9 +469,10 @@ class Mem0LongTermStore:
 
     async def close(self) -> None:
         await self._embedder.close()
-        if self._vectors is not None:
-            await self._vectors.close()
-            self._vectors = None
+        for held in (self._vectors, self._held):
+            if held is not None:
+                await held.close()
+        self._vectors = self._held = None
         pg, self._pg = self._pg, None
         if pg is not None:
             await pg.close()
@@ -528,25 +539,40 @@ class Mem0LongTermStore:
             FOLD_KEY: str(tag.fold_id),
             ATTEMPT_KEY: str(tag.attempt),
         }
-        try:
-            result = self.memory.add(
-                messages, **mem0_ids(attribution), metadata=metadata, infer=infer
-            )
-        except BaseException:
-            # Mem0 may have stored facts before it failed, and their ids are lost.
-            self._index_stale()
-            raise
-        ids = [str(r["id"]) for r in result.get("results", []) if "id" in r]
-        if self.backend == "chroma":
-            from kaos_memory.storage import chromafacts
-
+        principal = None
+        if attribution.principal is not None:
+            principal = (attribution.group, to_entity_id(attribution.principal))
+        # Mem0's inference changes only facts under the same principal's id; without a
+        # principal, any.
+        with self._changing(principal):
             try:
-                chromafacts.record(self.memory, ids)
-            except Exception:
-                # The facts are stored: failing the write would store them twice on retry.
-                log.warning("indexing new facts failed", exc_info=True)
+                result = self.memory.add(
+                    messages, **mem0_ids(attribution), metadata=metadata, infer=infer
+                )
+            except BaseException:
+                # Mem0 may have stored facts before it failed, and their ids are lost.
                 self._index_stale()
+                raise
+            ids = [str(r["id"]) for r in result.get("results", []) if "id" in r]
+            if self.backend == "chroma":
+                from kaos_memory.storage import chromafacts
+
+                try:
+                    chromafacts.record(self.memory, ids)
+                except Exception:
+                    # The facts are stored: failing the write would store them twice on
+                    # retry.
+                    log.warning("indexing new facts failed", exc_info=True)
+                    self._index_stale()
         return ids
+
+    def _changing(self, principal: tuple[str, str] | None) -> AbstractContextManager[None]:
+        """Bracket a change of Chroma's facts (local mode's held facts, ``chromaheld``):
+        of ``principal``'s facts, or of anyone's (None)."""
+        if self._held is None:
+            return nullcontext()
+        changing: AbstractContextManager[None] = self._held.changing(principal)
+        return changing
 
     def _index_stale(self) -> None:
         """Have the next listing reconcile the Chroma listing index first."""
@@ -639,6 +665,14 @@ class Mem0LongTermStore:
     ) -> list[Hit]:
         if self._searches is None:
             raise RuntimeError("long-term store is not started")
+        if self._held is not None:
+            from kaos_memory.storage.chromaheld import principal_key
+
+            key = principal_key(filters)
+            if key is not None:
+                hits: list[Hit] | None = await self._held.search(key, filters, vector, size)
+                if hits is not None:
+                    return hits
         return await asyncio.get_running_loop().run_in_executor(
             self._searches, self._chroma_query, query, vector, filters, size
         )
@@ -816,7 +850,9 @@ class Mem0LongTermStore:
 
     def _delete_one(self, fact_id: str) -> bool:
         try:
-            self.memory.delete(fact_id)
+            # Whose fact it is, the deletion does not say: every held principal is dropped.
+            with self._changing(None):
+                self.memory.delete(fact_id)
         except ValueError:
             return False  # already gone: another erasure got there first
         return True
@@ -861,9 +897,10 @@ class Mem0LongTermStore:
                 conn.autocommit = False
 
     def held_principals(self) -> tuple[int, int]:
-        if self._vectors is None:
+        held = self._vectors if self._held is None else self._held
+        if held is None:
             return 0, 0
-        stats: tuple[int, int] = self._vectors.stats()
+        stats: tuple[int, int] = held.stats()
         return stats
 
     def check_cursor(self, cursor: str) -> None:

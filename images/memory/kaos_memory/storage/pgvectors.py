@@ -24,14 +24,8 @@ What keeps it exact and fresh:
 
 Only principals with at least ``MIN_FACTS`` facts are held (below that the database's
 search costs well under a millisecond); others are remembered by version only, so they
-are reloaded only when they change. Memory is bounded (``max_bytes``: the vectors as
-float32, 16 bytes an id). A principal is admitted only if it fits once the principals
-nobody searched for ``IDLE`` seconds are dropped; otherwise the database keeps serving it
-and admission is tried again after ``IDLE``. Dropping the least recently used instead
-thrashes as soon as the searched principals outgrow the budget: every search drops one
-principal to load another (measured: 44 ms a recall at 1M facts over 100 principals,
-against 8.5 in the database). Loads run one at a time, so a burst of new principals does
-not take the service's CPU from its requests.
+are reloaded only when they change. Memory is bounded (the vectors as float32, 16 bytes an
+id) and loads run one at a time, as ``held`` decides for both storage modes.
 """
 
 from __future__ import annotations
@@ -45,20 +39,15 @@ from typing import Any
 
 import numpy as np
 
+from kaos_memory.storage import held as holdings
 from kaos_memory.storage import pgfacts
+from kaos_memory.storage.held import Holdings, Key
 from kaos_memory.storage.longterm import GROUP_KEY, WILDCARD
 
 log = logging.getLogger(__name__)
 
 # Facts a principal needs before its vectors are held.
 MIN_FACTS = 1_000
-# Seconds without a search after which a held principal may give its place to another;
-# also how long a principal refused for want of room waits before it is tried again.
-IDLE = 300.0
-# Matrix products larger than this (rows x dimensions) run off the event loop.
-_LOOP_PRODUCT = 2_000_000
-
-Key = tuple[str, str]  # (group, principal)
 
 
 @dataclass(frozen=True)
@@ -82,7 +71,7 @@ class Held:
         return str(uuid.UUID(bytes=self.ids[row].tobytes()))
 
     def retry_due(self, now: float) -> bool:
-        return self.refused is not None and now - self.refused > IDLE
+        return self.refused is not None and now - self.refused > holdings.IDLE
 
 
 def principal_of(filters: dict[str, str]) -> Key | None:
@@ -96,43 +85,20 @@ def principal_of(filters: dict[str, str]) -> Key | None:
     return group, principal
 
 
-class PrincipalVectors:
+class PrincipalVectors(Holdings[Held]):
     """The held principals of one table; ``search`` answers from them or the database."""
 
     def __init__(self, table: str, max_bytes: int) -> None:
+        super().__init__(max_bytes)
         self.table = table
-        self.max_bytes = max_bytes
-        self._held: dict[Key, Held] = {}
-        self._used: dict[Key, float] = {}  # last search of each held principal (monotonic)
-        self._bytes = 0
-        self._loading: dict[Key, asyncio.Task[None]] = {}
-        self._lane = asyncio.Semaphore(1)
         self._version_sql = pgfacts.version_query(table).as_string(None)
         self._payloads_sql = pgfacts.payloads_query(table).as_string(None)
         self._vectors_sql = pgfacts.vectors_query(table).as_string(None)
-
-    def stats(self) -> tuple[int, int]:
-        """Principals held, and principals being loaded or waiting to be."""
-        return sum(1 for h in self._held.values() if h.unit is not None), len(self._loading)
 
     def holds(self, key: Key) -> bool:
         """Whether ``key``'s vectors are held (not only its version)."""
         held = self._held.get(key)
         return held is not None and held.unit is not None
-
-    async def loaded(self) -> None:
-        """Until the loads scheduled so far have ended."""
-        while self._loading:
-            await asyncio.gather(*self._loading.values(), return_exceptions=True)
-
-    async def close(self) -> None:
-        tasks = list(self._loading.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._held.clear()
-        self._used.clear()
-        self._bytes = 0
 
     async def search(
         self,
@@ -146,9 +112,8 @@ class PrincipalVectors:
         """Rows as ``pgfacts.search_query`` returns them (``id, distance, payload``),
         nearest first: from the held vectors when they are current, else from
         ``exact_sql`` (the database's exact search), scheduling a load if one is due."""
-        held = self._held.get(key)
+        held = self._entry(key)
         if held is not None and held.unit is not None and held.unit.shape[1] == len(vector):
-            self._used[key] = time.monotonic()
             nearest = await self._nearest(held, vector, limit)
             ids = [held.fact_id(row) for row, _ in nearest]
             version, rows = await self._pair(pool, key, self._payloads_sql, [*key, ids])
@@ -182,28 +147,25 @@ class PrincipalVectors:
     async def _nearest(
         self, held: Held, vector: list[float], limit: int
     ) -> list[tuple[int, float]]:
-        if held.unit.size > _LOOP_PRODUCT:
+        if held.unit.size > holdings.LOOP_PRODUCT:
             return await asyncio.to_thread(_nearest, held, vector, limit)
         return _nearest(held, vector, limit)
 
     def _load_later(self, pool: Any, key: Key) -> None:
-        if key in self._loading:
-            return
-        task = asyncio.create_task(self._load(pool, key))
-        self._loading[key] = task
-        task.add_done_callback(lambda _: self._loading.pop(key, None))
+        self._schedule(key, lambda: self._load(pool, key))
 
     async def _load(self, pool: Any, key: Key) -> None:
         try:
-            async with self._lane:
-                held = await self._read(pool, key)
+            held = await self._read(pool, key)
         except asyncio.CancelledError:
             raise
         except Exception:
             # The search goes on in the database; the next change tries again.
             log.warning("loading a principal's vectors failed", exc_info=True)
             return
-        self._keep(key, held)
+        now = time.monotonic()
+        if not self._keep(key, held, now):
+            self._keep(key, Held(held.version, refused=now), now)
 
     async def _read(self, pool: Any, key: Key) -> Held:
         # The version first: vectors read after it are at least that new, so a change in
@@ -213,45 +175,6 @@ class PrincipalVectors:
             version = int(found[0]) if found else 0
             count, ids, blob = await (await conn.execute(self._vectors_sql, list(key))).fetchone()
         return await asyncio.to_thread(_held, version, count, ids, blob)
-
-    def _keep(self, key: Key, held: Held) -> None:
-        old = self._held.pop(key, None)
-        if old is not None:
-            self._bytes -= old.size
-        now = time.monotonic()
-        self._forget_idle_versions(now)
-        if held.unit is not None and not self._room(held.size, now):
-            held = Held(held.version, refused=now)
-        self._held[key] = held
-        self._bytes += held.size
-        self._used[key] = now
-
-    def _forget_idle_versions(self, now: float) -> None:
-        """Drop the principals known by version only that were loaded ``IDLE`` ago: every
-        principal ever searched would otherwise stay here, outside the byte budget. Such a
-        principal searched again is loaded again (for a refused one, that is its retry)."""
-        for key in [
-            k
-            for k, held in self._held.items()
-            if held.unit is None and now - self._used.get(k, now) > IDLE
-        ]:
-            del self._held[key]
-            self._used.pop(key, None)
-
-    def _room(self, size: int, now: float) -> bool:
-        """Whether ``size`` more bytes fit, once principals idle for ``IDLE`` are dropped."""
-        idle = sorted(
-            (used, key)
-            for key, used in self._used.items()
-            if now - used > IDLE and self._held[key].unit is not None
-        )
-        for _, key in idle:
-            if self._bytes + size <= self.max_bytes:
-                break
-            dropped = self._held.pop(key)
-            self._used.pop(key, None)
-            self._bytes -= dropped.size
-        return self._bytes + size <= self.max_bytes
 
 
 def _held(version: int, count: int, ids: bytes | None, blob: bytes | None) -> Held:
