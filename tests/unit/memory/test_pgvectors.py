@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from kaos_memory.storage import held, pgfacts
+from kaos_memory.storage.pgpool import Coalesced
 from kaos_memory.storage.pgvectors import MIN_FACTS, PrincipalVectors
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
@@ -99,7 +100,8 @@ async def _search(
     sql_text, params = pgfacts.search_query(
         TABLE, query, {"kaos_group": key[0], "user_id": key[1]}, LIMIT
     )
-    return await vectors.search(pool, key, query, sql_text, params, LIMIT)
+    # The search's reads share round trips with any others, as in the service.
+    return await vectors.search(Coalesced(pool), key, query, sql_text, params, LIMIT)
 
 
 async def _held_alice(vectors: PrincipalVectors, pool: Any, rng: random.Random) -> list[float]:

@@ -57,6 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
+import numpy as np
 from kaos_core.memory.contract import Fact
 
 from kaos_memory.scope import Attribution, Scope
@@ -209,13 +210,23 @@ def mem0_config(settings: MemorySettings) -> dict[str, Any]:
     return config
 
 
-async def _custom_plans(conn: Any) -> None:
-    """Plan each search for its own values, also once psycopg prepared the statement (from
-    its fifth run). A prepared statement's generic plan leaves the principal's partition
-    to be chosen when it runs, and PostgreSQL 15 then locks every partition and each of
-    their indexes first, at each execution; a plan made for the values names one
-    partition and locks only it (a 1k-fact store: 0.34 ms a search against 0.42, and
-    0.40 on one table). Planning a search costs less than those locks."""
+async def _search_connection(conn: Any) -> None:
+    """A search pool's connection: binary vectors, and plans for each search's values.
+
+    The query vector goes as pgvector's binary ``vector`` (numpy float32, pgvector's
+    adapter) rather than a list of floats PostgreSQL parses and casts: 0.15 ms of client
+    CPU a search instead of 0.23 on a 1k-fact store (measured, 64 dimensions), and less
+    parsing in the server.
+
+    Each search is planned for its own values, also once psycopg prepared the statement
+    (from its fifth run). A prepared statement's generic plan leaves the principal's
+    partition to be chosen when it runs, and PostgreSQL 15 then locks every partition and
+    each of their indexes first, at each execution; a plan made for the values names one
+    partition and locks only it (a 1k-fact store: 0.34 ms a search against 0.42, and 0.40
+    on one table). Planning a search costs less than those locks."""
+    from pgvector.psycopg import register_vector_async
+
+    await register_vector_async(conn)
     await conn.execute("SET plan_cache_mode = force_custom_plan")
 
 
@@ -337,7 +348,7 @@ class Mem0LongTermStore:
         # holding every Mem0 thread in an extraction must not queue a recall behind it.
         self._embedder = QueryEmbedder(settings.models)
         self._searches: ThreadPoolExecutor | None = None
-        self._pg: Any = None  # psycopg_pool.AsyncConnectionPool (external mode)
+        self._pg: Any = None  # pgpool.Coalesced over the search pool (external mode)
         # pgvectors.PrincipalVectors (external mode, once pgfacts.ensure_versions succeeded)
         self._vectors: Any = None
         # chromaheld.ChromaHeld (local mode, unless the budget is 0)
@@ -375,11 +386,12 @@ class Mem0LongTermStore:
 
             # Searches on the event loop: no thread per waiting query (``pgpool``).
             try:
-                self._pg = await pgpool.open_pool(
+                pool = await pgpool.open_pool(
                     pgvector_dsn(self.settings.dsn),
                     self.settings.pg_pool_size,
-                    configure=_custom_plans,
+                    configure=_search_connection,
                 )
+                self._pg = pgpool.Coalesced(pool)
             except Exception as exc:
                 raise StorageUnavailable("long-term store unavailable") from exc
         else:
@@ -476,6 +488,7 @@ class Mem0LongTermStore:
         pg, self._pg = self._pg, None
         if pg is not None:
             await pg.close()
+            await pg.pool.close()
         searches, self._searches = self._searches, None
         if searches is not None:
             searches.shutdown(wait=False, cancel_futures=True)
@@ -636,29 +649,20 @@ class Mem0LongTermStore:
     async def _pg_search(
         self, vector: list[float], filters: dict[str, str], size: int
     ) -> list[Hit]:
-        from kaos_memory.storage import pgfacts, pgpool
-
-        query, params = pgfacts.search_query(self.settings.collection, vector, filters, size)
-        # After a PostgreSQL restart: the pool checked and the search once more.
-        rows = await pgpool.once_more(
-            self._pg, lambda: self._pg_rows(query, params, vector, filters, size)
-        )
-        return list(pgfacts.hits(rows))
-
-    async def _pg_rows(
-        self, query: Any, params: list[Any], vector: list[float], filters: dict[str, str], size: int
-    ) -> list[Any]:
+        from kaos_memory.storage import pgfacts
         from kaos_memory.storage.pgvectors import principal_of
 
+        # A float32 array: sent as pgvector's binary vector (``_search_connection``).
+        query, params = pgfacts.search_query(
+            self.settings.collection, np.asarray(vector, dtype=np.float32), filters, size
+        )
         # A principal's whole scope: its vectors may be held (``pgvectors``).
         key = principal_of(filters) if self._vectors is not None else None
         if key is not None:
-            held: list[Any] = await self._vectors.search(self._pg, key, vector, query, params, size)
-            return held
-        async with self._pg.connection() as conn:
-            cur = await conn.execute(query, params)
-            rows: list[Any] = await cur.fetchall()
-            return rows
+            rows = await self._vectors.search(self._pg, key, vector, query, params, size)
+        else:
+            (rows,) = await self._pg.read([(query, params)])
+        return list(pgfacts.hits(rows))
 
     async def _chroma_search(
         self, query: str, vector: list[float], filters: dict[str, str], size: int

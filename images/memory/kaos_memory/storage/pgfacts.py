@@ -214,9 +214,11 @@ def ensure_indexes(pool: Any, table: str) -> None:
 
 
 def search_query(
-    table: str, vector: list[float], filters: dict[str, str], limit: int
+    table: str, vector: Any, filters: dict[str, str], limit: int
 ) -> tuple[sql.SQL, list[Any]]:
     """The statement and parameters of ``search`` (also what the benchmark explains).
+    ``vector``: a list of floats, or a numpy float32 array on a connection with pgvector's
+    adapter (sent binary).
 
     ``OFFSET 0`` keeps the subquery from being flattened, which is what keeps the HNSW
     index away from the ``ORDER BY`` (see the module docstring): the nearest rows are

@@ -43,6 +43,7 @@ from kaos_memory.storage import held as holdings
 from kaos_memory.storage import pgfacts
 from kaos_memory.storage.held import Holdings, Key
 from kaos_memory.storage.longterm import GROUP_KEY, WILDCARD
+from kaos_memory.storage.pgpool import Coalesced
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class PrincipalVectors(Holdings[Held]):
 
     async def search(
         self,
-        pool: Any,
+        reads: Coalesced,
         key: Key,
         vector: list[float],
         exact_sql: Any,
@@ -116,7 +117,7 @@ class PrincipalVectors(Holdings[Held]):
         if held is not None and held.unit is not None and held.unit.shape[1] == len(vector):
             nearest = await self._nearest(held, vector, limit)
             ids = [held.fact_id(row) for row, _ in nearest]
-            version, rows = await self._pair(pool, key, self._payloads_sql, [*key, ids])
+            version, rows = await self._pair(reads, key, self._payloads_sql, [*key, ids])
             if version == held.version:
                 payloads = {str(r[0]): r[1] for r in rows}
                 return [
@@ -124,25 +125,21 @@ class PrincipalVectors(Holdings[Held]):
                     for fact, (_, distance) in zip(ids, nearest, strict=True)
                     if fact in payloads
                 ]
-            self._load_later(pool, key)
-            _, rows = await self._pair(pool, key, exact_sql, exact_params)
+            self._load_later(reads.pool, key)
+            _, rows = await self._pair(reads, key, exact_sql, exact_params)
             return rows
-        version, rows = await self._pair(pool, key, exact_sql, exact_params)
+        version, rows = await self._pair(reads, key, exact_sql, exact_params)
         if held is None or held.version != version or held.retry_due(time.monotonic()):
-            self._load_later(pool, key)
+            self._load_later(reads.pool, key)
         return rows
 
     async def _pair(
-        self, pool: Any, key: Key, query: Any, params: list[Any]
+        self, reads: Coalesced, key: Key, query: Any, params: list[Any]
     ) -> tuple[int, list[Any]]:
-        """The principal's version and ``query``'s rows, in one round trip."""
-        async with pool.connection() as conn:
-            async with conn.pipeline():
-                version_cur = await conn.execute(self._version_sql, list(key))
-                rows_cur = await conn.execute(query, params)
-            found = await version_cur.fetchone()
-            rows: list[Any] = await rows_cur.fetchall()
-        return (int(found[0]) if found else 0), rows
+        """The principal's version and ``query``'s rows, in one round trip (one snapshot:
+        the version read first)."""
+        found, rows = await reads.read([(self._version_sql, list(key)), (query, params)])
+        return (int(found[0][0]) if found else 0), rows
 
     async def _nearest(
         self, held: Held, vector: list[float], limit: int

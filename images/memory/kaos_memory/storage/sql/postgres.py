@@ -10,7 +10,8 @@ A recall's read of a session (window and digest) runs on the event loop instead,
 thread and back, the pool's check of every connection it hands out (one more wait on the
 server) and psycopg's transaction around the read were a fifth of the service's time
 (profiled with py-spy). The read pool is ``storage.pgpool``'s: autocommit, unchecked,
-and a read that meets a connection PostgreSQL closed (a restart) reads once more.
+a read that meets a connection PostgreSQL closed (a restart) reads once more, and the
+reads of concurrent recalls share round trips (``pgpool.Coalesced``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import ConnectionPool
 
 from kaos_memory.storage import pgpool
 from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor, Statement
@@ -51,7 +52,7 @@ class PostgresDialect:
         self.dsn = dsn
         self.threads = pool_size
         self._pool: ConnectionPool[Any] | None = None
-        self._reads: AsyncConnectionPool[Any] | None = None
+        self._reads: pgpool.Coalesced | None = None
 
     def open(self) -> None:
         # Checked on checkout: after a PostgreSQL restart the pool's connections are dead,
@@ -74,29 +75,19 @@ class PostgresDialect:
 
     async def open_async(self) -> None:
         """The read pool (``read_async``), on the running event loop."""
-        self._reads = await pgpool.open_pool(self.dsn, self.threads)
+        self._reads = pgpool.Coalesced(await pgpool.open_pool(self.dsn, self.threads))
 
     async def close_async(self) -> None:
-        if self._reads is not None:
-            await self._reads.close()
-            self._reads = None
+        reads, self._reads = self._reads, None
+        if reads is not None:
+            await reads.close()
+            await reads.pool.close()
 
     async def read_async(self, statements: Sequence[Statement]) -> list[list[Any]]:
-        """``read`` on the event loop, on the read pool."""
-        pool = self._reads
-        if pool is None:
+        """``read`` on the event loop, on the read pool; the statements see one snapshot."""
+        if self._reads is None:
             raise RuntimeError("postgres store is not open")
-        return await pgpool.once_more(pool, lambda: self._read_async(pool, statements))
-
-    async def _read_async(
-        self, pool: AsyncConnectionPool[Any], statements: Sequence[Statement]
-    ) -> list[list[Any]]:
-        async with pool.connection() as conn:
-            # The server runs everything up to the pipeline's one Sync as one implicit
-            # transaction: the statements see one snapshot.
-            async with conn.pipeline():
-                cursors = [await conn.execute(self.sql(t), p) for t, p in statements]
-            return [await cur.fetchall() for cur in cursors]
+        return await self._reads.read([(self.sql(t), p) for t, p in statements])
 
     def sql(self, text: str) -> str:
         return text
