@@ -27,7 +27,6 @@ async def reads(pg_dsn: str) -> AsyncIterator[Coalesced]:
         yield coalesced
     finally:
         await coalesced.close()
-        await pool.close()
 
 
 def _requests(reads: Coalesced) -> int:
@@ -100,5 +99,6 @@ async def test_closing_cancels_what_waits(pg_dsn: str) -> None:
         await reads.close()
         with pytest.raises(asyncio.CancelledError):
             await waiting
+        assert pool.closed, "closing the reads closes their pool"
     finally:
         await pool.close()

@@ -65,12 +65,8 @@ class HeldFacts:
     squares: Any = None  # numpy float32 (facts,): each row's squared length
     # ROW_KEYS key -> value -> the rows carrying it (numpy int64, ascending)
     rows_by: dict[str, dict[str, Any]] = field(default_factory=dict)
-    bytes: int = 0
+    size: int = 0  # bytes, against the budget
     refused: float | None = None
-
-    @property
-    def size(self) -> int:
-        return self.bytes
 
     def serves(self, dims: int) -> bool:
         return self.refused is None and (self.vectors is None or self.vectors.shape[1] == dims)
@@ -229,9 +225,7 @@ class ChromaHeld(Holdings[HeldFacts]):
         the caller asks Chroma)."""
         held = self._entry(key)
         if held is None or not held.serves(len(vector)):
-            if held is None or (
-                held.refused is not None and time.monotonic() - held.refused > holdings.IDLE
-            ):
+            if held is None or holdings.retry_due(held.refused, time.monotonic()):
                 self._schedule(key, lambda: self._load(key))
             return None
         if held.vectors is None or limit <= 0:

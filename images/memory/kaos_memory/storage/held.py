@@ -35,6 +35,11 @@ LOOP_PRODUCT = 2_000_000
 Key = tuple[str, str]  # (group, principal)
 
 
+def retry_due(refused: float | None, now: float) -> bool:
+    """Whether a principal refused for want of room at ``refused`` may be tried again."""
+    return refused is not None and now - refused > IDLE
+
+
 class Entry(Protocol):
     @property
     def size(self) -> int: ...
@@ -143,4 +148,4 @@ class Holdings(Generic[E]):
             self._drop_all()
 
 
-__all__ = ["IDLE", "LOOP_PRODUCT", "Entry", "Holdings", "Key"]
+__all__ = ["IDLE", "LOOP_PRODUCT", "Entry", "Holdings", "Key", "retry_due"]

@@ -488,7 +488,6 @@ class Mem0LongTermStore:
         pg, self._pg = self._pg, None
         if pg is not None:
             await pg.close()
-            await pg.pool.close()
         searches, self._searches = self._searches, None
         if searches is not None:
             searches.shutdown(wait=False, cancel_futures=True)

@@ -65,8 +65,9 @@ async def once_more(pool: AsyncConnectionPool[Any], read: Callable[[], Awaitable
 
 
 class Coalesced:
-    """Reads on ``pool`` that share round trips: the groups of statements requested in one
-    turn of the event loop are sent as one pipeline on one connection.
+    """Reads on ``pool`` (closed with them) that share round trips: the groups of
+    statements requested in one turn of the event loop are sent as one pipeline on one
+    connection.
 
     A pipeline has one Sync, so the server runs it as one implicit transaction: each
     group's statements still see one snapshot (they see the others' too, all reads).
@@ -143,7 +144,8 @@ class Coalesced:
             return [[await cur.fetchall() for cur in group] for group in cursors]
 
     async def close(self) -> None:
-        """Stop what is being sent and fail what waits (its callers see a cancellation)."""
+        """Stop what is being sent, fail what waits (its callers see a cancellation), and
+        close the pool."""
         sending = dict(self._sending)
         for task in sending:
             task.cancel()
@@ -153,6 +155,7 @@ class Coalesced:
             _cancel(batch)
         _cancel(self._pending)
         self._pending.clear()
+        await self.pool.close()
 
 
 def _cancel(batch: list[Waiting]) -> None:

@@ -72,7 +72,7 @@ class Held:
         return str(uuid.UUID(bytes=self.ids[row].tobytes()))
 
     def retry_due(self, now: float) -> bool:
-        return self.refused is not None and now - self.refused > holdings.IDLE
+        return holdings.retry_due(self.refused, now)
 
 
 def principal_of(filters: dict[str, str]) -> Key | None:

@@ -81,7 +81,6 @@ class PostgresDialect:
         reads, self._reads = self._reads, None
         if reads is not None:
             await reads.close()
-            await reads.pool.close()
 
     async def read_async(self, statements: Sequence[Statement]) -> list[list[Any]]:
         """``read`` on the event loop, on the read pool; the statements see one snapshot."""
