@@ -25,6 +25,12 @@ MODEL_NAME = "MODEL_NAME"
 MODEL_API_KEY = "MODEL_API_KEY"
 MODEL_TIMEOUT_SECONDS = "MODEL_TIMEOUT_SECONDS"
 REASONING_LOOP_MAX_STEPS = "REASONING_LOOP_MAX_STEPS"
+MODEL_TOOLS = "MODEL_TOOLS"  # auto | off (the model cannot call tools: none are offered)
+# Sampling (the Agent's config.modelSettings), sent with every model request when set.
+MODEL_TEMPERATURE = "MODEL_TEMPERATURE"
+MODEL_MAX_TOKENS = "MODEL_MAX_TOKENS"
+MODEL_TOP_P = "MODEL_TOP_P"
+MODEL_SEED = "MODEL_SEED"
 
 # Per-run budgets (the Agent's taskConfig).
 TASK_MAX_TOOL_CALLS = "TASK_MAX_TOOL_CALLS"

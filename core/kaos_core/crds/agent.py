@@ -119,6 +119,28 @@ class TaskConfig(CRDModel):
     )
 
 
+class ModelSampling(CRDModel):
+    """Sampling sent with every model request; a field left out keeps the model's default."""
+
+    temperature: float | None = Field(
+        default=None,
+        ge=0,
+        le=2,
+        description="Sampling temperature; 0 answers the same prompt the same way (a small"
+        " model needs it to answer reproducibly).",
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Tokens one model answer may have."
+    )
+    top_p: float | None = Field(default=None, ge=0, le=1, description="Nucleus sampling.")
+    seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="Sampling seed, for models that honour one.",
+    )
+
+
 class AgentConfig(CRDModel):
     """What the agent is told and how long it may think."""
 
@@ -128,6 +150,10 @@ class AgentConfig(CRDModel):
     memory: AgentMemory = defaulted(AgentMemory)
     task_config: TaskConfig | None = Field(
         default=None, description="Per-run budgets: tool calls and wall time."
+    )
+    model_settings: ModelSampling | None = Field(
+        default=None,
+        description="Sampling of the agent's model requests: temperature, maxTokens, topP, seed.",
     )
     autonomous: AgentAutonomous | None = None
 

@@ -5,8 +5,11 @@ as OpenAI does, deterministically (``chat``, ``embeddings``). ``/control/script`
 ``/control/faults``, ``/control/reset``, ``/control/stats``, ``/control/requests`` and
 ``/control/embeddings`` let a test or demo steer the model and see what it was asked (each
 recorded request with ``received_at``, the wall-clock time it arrived, before any injected
-delay: so a test can tell which calls started after a point in time). All state lives in one
-``DevModelState`` per application.
+delay: so a test can tell which calls started after a point in time; an answered one with
+the usage it reported and the sampling parameters it was sent). A model named in
+``KAOS_DEVMODEL_NO_TOOLS_MODELS`` refuses any request offering tools with HTTP 400
+``<model> does not support tools``, as Ollama does for a model without the tools
+capability. All state lives in one ``DevModelState`` per application.
 """
 
 from __future__ import annotations
@@ -34,7 +37,13 @@ from kaos_core.devmodel.completions import (
 from kaos_core.devmodel.embeddings import embed, encode_base64
 from kaos_core.devmodel.faults import ClientGone, FaultConfig, FaultInjector, InjectedFault
 from kaos_core.devmodel.prompts import recognise
-from kaos_core.devmodel.protocol import ChatRequest, EmbeddingRequest, word_count
+from kaos_core.devmodel.protocol import (
+    ChatRequest,
+    EmbeddingRequest,
+    ToolsNotSupported,
+    Usage,
+    word_count,
+)
 from kaos_core.devmodel.script import Rule, ScriptBody
 from kaos_core.devmodel.settings import DevModelSettings
 from kaos_core.errors import BadRequest
@@ -61,6 +70,7 @@ STAT_NAMES = (
     "errors_injected",
     "hangs",
     "clients_gone",
+    "tools_refused",
 )
 
 
@@ -181,15 +191,27 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
     received_at = time.time()
     generation = state.generation
     req = await read_model(request, ChatRequest)
-    await _apply_faults(request, state, "chat", recognise(req.messages))
-    ans = answer(
-        req.messages,
-        req.offered_tools(),
-        state.script,
-        digest_words=state.settings.digest_max_words,
+    if req.tools and req.model in _names(state.settings.no_tools_models):
+        # Refused before anything else, as Ollama checks a model's capabilities first.
+        if generation == state.generation:
+            state.stats["tools_refused"] += 1
+            state.recent.append(_record(req, "tools_refused", received_at, request))
+        raise ToolsNotSupported(req.model)
+    kind = recognise(req.messages)
+    await _apply_faults(request, state, "chat", kind)
+    ans, cut_off = state.faults.spoil(
+        "chat",
+        kind,
+        answer(
+            req.messages,
+            req.offered_tools(),
+            state.script,
+            digest_words=state.settings.digest_max_words,
+        ),
     )
+    usage = usage_of(req.messages, ans)
     if generation == state.generation:
-        _count_answer(state, req, ans, received_at, _fingerprint(request))
+        _count_answer(state, req, ans, received_at, request, usage)
     completion = Completion(
         id=f"chatcmpl-devmodel-{next(state.ids)}",
         created=int(time.time()),
@@ -199,7 +221,8 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
             IssuedCall(id=f"call_{next(state.ids)}", name=c.name, arguments=c.arguments)
             for c in ans.tool_calls
         ),
-        usage=usage_of(req.messages, ans),
+        usage=usage,
+        cut_off=cut_off,
     )
     if not req.stream:
         return web.json_response(completion_body(completion))
@@ -222,26 +245,39 @@ def _fingerprint(request: web.Request) -> str | None:
     return None if value is None else hashlib.sha256(value.encode()).hexdigest()
 
 
+def _names(csv: str) -> set[str]:
+    return {n.strip() for n in csv.split(",") if n.strip()}
+
+
+def _record(
+    req: ChatRequest, kind: str, received_at: float, request: web.Request
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "received_at": received_at,
+        "authorization_sha256": _fingerprint(request),
+        "model": req.model,
+        "stream": req.stream,
+        "stream_usage": req.stream_options is not None and req.stream_options.include_usage,
+        "sampling": req.sampling(),
+        "tools": sorted(req.offered_tools()),
+        "messages": [{"role": m.role, "content": m.text()} for m in req.messages],
+    }
+
+
 def _count_answer(
     state: DevModelState,
     req: ChatRequest,
     ans: Answer,
     received_at: float,
-    authorization: str | None,
+    request: web.Request,
+    usage: Usage,
 ) -> None:
     state.stats["chat"] += 1
     state.stats[ans.kind] += 1
     state.answers_metric.labels(ans.kind).inc()
     state.recent.append(
-        {
-            "kind": ans.kind,
-            "received_at": received_at,
-            "authorization_sha256": authorization,
-            "model": req.model,
-            "stream": req.stream,
-            "tools": sorted(req.offered_tools()),
-            "messages": [{"role": m.role, "content": m.text()} for m in req.messages],
-        }
+        {**_record(req, ans.kind, received_at, request), "usage": usage.model_dump()}
     )
 
 

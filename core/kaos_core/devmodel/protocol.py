@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kaos_core.errors import BadRequest
+
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
@@ -61,6 +63,19 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+# Sampling parameters a client may send; the model answers the same whatever they say.
+SAMPLING_PARAMETERS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed")
+
+
+class ToolsNotSupported(BadRequest):
+    """A request offered tools to a model that cannot call them (Ollama's HTTP 400)."""
+
+    code = "tools_not_supported"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(f"{model} does not support tools")
+
+
 class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -69,6 +84,11 @@ class ChatRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     tools: list[dict[str, Any]] | None = None
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling parameters the request sent (recorded, not applied)."""
+        extra = self.model_extra or {}
+        return {k: extra[k] for k in SAMPLING_PARAMETERS if extra.get(k) is not None}
 
     def offered_tools(self) -> set[str]:
         """Names of the function tools the request offers (malformed entries are skipped)."""

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from kaos_core.devmodel.faults import FaultConfig
+from kaos_core.devmodel.faults import AnswerFault, FaultConfig
 from kaos_core.devmodel.script import Rule, ScriptError, load_script_file, parse_script_text
 from kaos_core.http.body import validation_message
 from kaos_core.settings import EnvSettings
@@ -28,6 +28,9 @@ class DevModelSettings(EnvSettings):
     embedding_dims: int = Field(default=1536, ge=1, le=65536)
     # Comma-separated names listed by ``GET /v1/models``; requests may name any model.
     models: str = "devmodel,devmodel-embed"
+    # Comma-separated model names that cannot call tools: a request to one of them that
+    # offers tools is refused with HTTP 400 "<model> does not support tools", as Ollama does.
+    no_tools_models: str = "devmodel-notools"
     # Scripted rules as JSON (a list of rules or {"rules": [...]}), or a JSON/YAML file.
     script: str | None = None
     script_file: Path | None = None
@@ -38,6 +41,8 @@ class DevModelSettings(EnvSettings):
     error_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     error_status: int = Field(default=500, ge=400, le=599)
     hang: bool = False
+    # Spoiled chat answers (``not_json``, ``empty``, ``cut_off``, ``verbose``): see ``faults``.
+    answer_fault: AnswerFault = "none"
     fault_routes: str = "chat,embeddings"
     # Word cap of the deterministic session digest (the oldest sentences go first).
     digest_max_words: int = Field(default=300, ge=10)
@@ -87,6 +92,7 @@ class DevModelSettings(EnvSettings):
                 "error_rate": self.error_rate,
                 "status": self.error_status,
                 "hang": self.hang,
+                "answer": self.answer_fault,
                 "routes": routes,
             }
         )

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import aiohttp
 from aiohttp import web
@@ -44,7 +45,10 @@ from kaos_agent.runner import AgentRuntime
 from kaos_agent.settings import AgentMemorySettings, AgentSettings
 from kaos_agent.telemetry import MeteredModel, instrumentation
 from kaos_agent.tool_listing import list_tools
+from kaos_agent.tool_support import ToolRefusalFallback, ToolSupport
 from kaos_agent.toolsets import GuardedToolset, mcp_toolsets
+
+log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
@@ -164,28 +168,36 @@ async def _memory_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
     settings, deps, metrics = app[SETTINGS_KEY], app[DEPS_KEY], app[METRICS_KEY]
     memory = app[MEMORY_KEY]
-    tools = (
-        mcp_toolsets(settings.tools, metrics)
-        if deps.toolsets is None
-        else [GuardedToolset(t, label_text="tools", metrics=metrics) for t in deps.toolsets]
-    )
+    support = ToolSupport(metrics, enabled=settings.model.tools != "off")
+    delegation = settings.delegation
+    tools: list[GuardedToolset] = []
+    if not support.enabled:
+        # A model that cannot call tools gets none: no MCP sessions, no peers, no memory tools.
+        log.info("tools are off (MODEL_TOOLS=off): the model is offered none")
+        delegation = replace(delegation, peers=())
+    elif deps.toolsets is None:
+        tools = mcp_toolsets(settings.tools, metrics)
+    else:
+        tools = [GuardedToolset(t, label_text="tools", metrics=metrics) for t in deps.toolsets]
     toolsets = agent_toolsets(
         tools=tools,
-        delegation=settings.delegation,
+        delegation=delegation,
         peer_client=app[PEERS_KEY],
-        memory=settings.memory,
+        memory=settings.memory if support.enabled else replace(settings.memory, tools="none"),
         remote_memory=memory if isinstance(memory, RemoteMemory) else None,
         metrics=metrics,
     )
     app[TOOLSETS_KEY] = toolsets
+    model = MeteredModel(
+        deps.model or openai_model(settings.model), app[GENAI_METRICS_KEY], settings.name
+    )
     agent = build_agent(
         name=settings.name,
         instructions=settings.instructions,
-        model=MeteredModel(
-            deps.model or openai_model(settings.model), app[GENAI_METRICS_KEY], settings.name
-        ),
+        # Outside the metered model: a refused request is measured too.
+        model=ToolRefusalFallback(model, support),
         model_settings=settings.model,
-        delegation=settings.delegation,
+        delegation=delegation,
         toolsets=toolsets,
         instrument=instrumentation(),
     )

@@ -5,7 +5,9 @@ caller's own history and are replayed only when memory holds nothing for the ses
 (see ``kaos_agent.runner``). The session comes from ``X-Session-Id`` (a fresh one is
 minted and returned in the same header when absent), the principal from ``X-Principal``,
 the delegation depth from ``X-KAOS-Delegation-Depth``. ``stream: true`` answers
-``chat.completion.chunk`` server-sent events ending with ``data: [DONE]``.
+``chat.completion.chunk`` server-sent events ending with ``data: [DONE]``. ``usage`` is
+the tokens the model reported, summed over the run's model requests; a stream carries it
+in a last chunk when the request asks with ``stream_options.include_usage``.
 
 With agent identity verified (``kaos_agent.auth``), a delegating agent's token is checked
 before the body is read; a refusal is a JSON error (401 with ``WWW-Authenticate``, 403).
@@ -18,6 +20,7 @@ import json
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from aiohttp import web
@@ -31,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kaos_agent.auth import EdgeAuth, challenge
 from kaos_agent.context import RunDeps, Verified, run_context
 from kaos_agent.memory.turns import history_from_request
-from kaos_agent.runner import AgentRuntime, StreamState
+from kaos_agent.runner import AgentRuntime, StreamState, TokenUsage
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +51,22 @@ class ChatMessage(BaseModel):
     content: str | list[ContentPart] | None = None
 
 
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+
+
 class ChatRequest(BaseModel):
     # OpenAI clients send many optional fields (temperature, tools, …): accepted, unused.
     model_config = ConfigDict(extra="allow")
     model: str | None = None
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
+    stream_options: StreamOptions | None = None
+
+    @property
+    def include_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.include_usage
 
 
 def _text(message: ChatMessage) -> str:
@@ -76,6 +89,15 @@ _ROLE_MAP: dict[str, Role] = {
 
 def _completion_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex
+
+
+def _usage(usage: TokenUsage) -> dict[str, int]:
+    """OpenAI's ``usage``: the tokens the model reported, summed over the run's requests."""
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
 
 
 async def chat_completions(
@@ -105,7 +127,9 @@ async def chat_completions(
     model = body.model or model_name
     headers = {SESSION_HEADER: deps.session_id}
     if body.stream:
-        return await _stream(request, runtime, prompt, deps, history, model, headers)
+        return await _stream(
+            request, runtime, prompt, deps, history, model, headers, usage=body.include_usage
+        )
     outcome = await runtime.run(prompt, deps, entry="chat", client_history=history)
     answer = {
         "id": _completion_id(),
@@ -119,20 +143,38 @@ async def chat_completions(
                 "finish_reason": outcome.finish_reason,
             }
         ],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "usage": _usage(outcome.usage),
     }
     return web.json_response(answer, headers=headers)
 
 
-def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None) -> bytes:
-    doc = {
-        "id": cid,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    return f"data: {json.dumps(doc, ensure_ascii=False)}\n\n".encode()
+@dataclass(frozen=True)
+class _Chunks:
+    """The chunks of one streamed answer. With ``stream_options.include_usage`` every chunk
+    carries ``usage: null`` and a last chunk without choices carries the usage, as OpenAI's."""
+
+    id: str
+    created: int
+    model: str
+    usage: bool
+
+    def _event(self, choices: list[dict[str, Any]], usage: TokenUsage | None) -> bytes:
+        doc: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
+        if self.usage:
+            doc["usage"] = None if usage is None else _usage(usage)
+        return f"data: {json.dumps(doc, ensure_ascii=False)}\n\n".encode()
+
+    def delta(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return self._event([{"index": 0, "delta": delta, "finish_reason": finish}], None)
+
+    def final_usage(self, usage: TokenUsage) -> bytes:
+        return self._event([], usage)
 
 
 async def _stream(
@@ -143,8 +185,10 @@ async def _stream(
     history: list[Any],
     model: str,
     headers: dict[str, str],
+    *,
+    usage: bool,
 ) -> web.StreamResponse:
-    cid, created = _completion_id(), int(time.time())
+    chunks = _Chunks(_completion_id(), int(time.time()), model, usage)
     state = StreamState()
     # aclosing: a client that goes away mid-answer must not leave the run hanging.
     async with contextlib.aclosing(
@@ -160,21 +204,22 @@ async def _stream(
             headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        role = {"role": "assistant", "content": ""}
-        await response.write(_chunk(cid, created, model, role, None))
+        await response.write(chunks.delta({"role": "assistant", "content": ""}))
         failed = False
         try:
             if first is not None:
-                await response.write(_chunk(cid, created, model, {"content": first}, None))
+                await response.write(chunks.delta({"content": first}))
                 async for delta in deltas:
-                    await response.write(_chunk(cid, created, model, {"content": delta}, None))
+                    await response.write(chunks.delta({"content": delta}))
         except KaosError as exc:
             # Too late for a status code: an error event in the stream, as OpenAI does.
             err = error_body(exc.code, exc.message, request_id(request))
             await response.write(f"data: {json.dumps(err)}\n\n".encode())
             failed = True
         if not failed:
-            await response.write(_chunk(cid, created, model, {}, state.finish_reason))
+            await response.write(chunks.delta({}, state.finish_reason))
+            if usage:
+                await response.write(chunks.final_usage(state.usage))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from pydantic_ai import Agent
 from pydantic_ai.capabilities.instrumentation import Instrumentation
 from pydantic_ai.models import Model
 from pydantic_ai.models.instrumented import InstrumentationSettings
 from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.toolsets import AbstractToolset
 
@@ -24,7 +26,13 @@ from kaos_agent.toolsets import GuardedToolset
 def openai_model(settings: ModelSettings) -> Model:
     """The OpenAI-compatible model of the ModelAPI."""
     provider = OpenAIProvider(base_url=settings.base_url, api_key=settings.api_key)
-    return OpenAIChatModel(settings.name, provider=provider)
+    return OpenAIChatModel(settings.name, provider=provider, profile=_token_cap_as_max_tokens)
+
+
+def _token_cap_as_max_tokens(profile: ModelProfile) -> ModelProfile:
+    # A token cap goes as ``max_tokens``, which every OpenAI-compatible server (Ollama,
+    # LiteLLM, vLLM) reads; not all of them read ``max_completion_tokens``.
+    return cast(ModelProfile, {**profile, "openai_chat_supports_max_completion_tokens": False})
 
 
 def peer_instructions(delegation: DelegationSettings) -> str:
@@ -83,7 +91,10 @@ def build_agent(
         name=name,
         toolsets=list(toolsets),
         retries=2,
-        model_settings={"timeout": model_settings.timeout_seconds},
+        model_settings={
+            "timeout": model_settings.timeout_seconds,
+            **model_settings.sampling.request_settings(),
+        },
         # pydantic-ai's GenAI spans when tracing is on; off, not even a no-op capability.
         capabilities=[Instrumentation(settings=instrument)] if instrument is not None else None,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kaos_core.metrics import LATENCY_BUCKETS
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _NS = "kaos_agent"
 
@@ -19,6 +19,8 @@ class AgentMetrics:
     memory_degraded: Counter
     memory_refused: Counter
     run_latency: Histogram
+    model_tools_refused: Counter
+    model_tools: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> AgentMetrics:
@@ -71,5 +73,19 @@ class AgentMetrics:
                 namespace=_NS,
                 registry=registry,
                 buckets=LATENCY_BUCKETS,
+            ),
+            model_tools_refused=Counter(
+                "model_tools_refused",
+                "Model requests the model refused because they offered tools; each was sent"
+                " again without them.",
+                namespace=_NS,
+                registry=registry,
+            ),
+            model_tools=Gauge(
+                "model_tools",
+                "1 while tools are offered to the model; 0 when they are off (MODEL_TOOLS=off,"
+                " or the model refused them).",
+                namespace=_NS,
+                registry=registry,
             ),
         )

@@ -39,7 +39,8 @@ class ChatChoice(BaseModel):
 
 
 class Usage(BaseModel):
-    """Always zero: the agent does not account tokens per answer."""
+    """The tokens the model reported, summed over the run's model requests (zero when the
+    model reports none)."""
 
     prompt_tokens: int
     completion_tokens: int
@@ -69,13 +70,19 @@ class ChunkChoice(BaseModel):
 
 
 class ChatCompletionChunk(BaseModel):
-    """One event of a streamed answer (the ``data`` of a server-sent event)."""
+    """One event of a streamed answer (the ``data`` of a server-sent event). With
+    ``stream_options.include_usage`` every chunk has ``usage: null`` but the last before
+    ``[DONE]``, which has no choices and the run's usage."""
+
+    # ``usage`` is absent unless the request asked for it: not a required property.
+    model_config = ConfigDict(json_schema_mode_override="validation")
 
     id: str
     object: Literal["chat.completion.chunk"]
     created: int
     model: str
     choices: list[ChunkChoice]
+    usage: Usage | None = None
 
 
 class ModelCard(BaseModel):

@@ -26,6 +26,7 @@ from pydantic_ai.exceptions import (
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
+    ModelResponse,
     PartDeltaEvent,
     PartStartEvent,
     TextPart,
@@ -58,9 +59,33 @@ class MemoryStrictFailure(KaosError):
     code = "memory_write_failed"
 
 
+@dataclass(frozen=True)
+class TokenUsage:
+    """The tokens the model reported over one run's model requests, summed."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @classmethod
+    def of(cls, messages: Sequence[ModelMessage]) -> TokenUsage:
+        """The usage the model's answers among ``messages`` reported."""
+        answers = [m.usage for m in messages if isinstance(m, ModelResponse)]
+        return cls(
+            input_tokens=sum(u.input_tokens for u in answers),
+            output_tokens=sum(u.output_tokens for u in answers),
+        )
+
+
 @dataclass
 class StreamState:
+    """What a stream leaves behind once its last delta is out."""
+
     finish_reason: str = "stop"
+    usage: TokenUsage = field(default_factory=TokenUsage)
 
 
 @dataclass
@@ -72,6 +97,7 @@ class RunOutcome:
     steps: int
     memory_degraded: bool = False
     turns: list[Turn] = field(default_factory=list)
+    usage: TokenUsage = field(default_factory=TokenUsage)
 
 
 def step_limit_text(max_steps: int) -> str:
@@ -203,6 +229,7 @@ class AgentRuntime:
                     memory_degraded=degraded,
                 )
         run.turns = turns_from_messages(new)
+        run.usage = TokenUsage.of(new)
         if run.finish_reason == "length":
             run.turns.append(Turn(role="assistant", content=run.text))
         self._finish(entry, outcome, started, run.steps)
@@ -265,6 +292,7 @@ class AgentRuntime:
                 steps = events.usage.requests
             except AgentRunError:
                 new = []
+            state.usage = TokenUsage.of(new)
         turns = turns_from_messages(new) if new else [Turn(role="user", content=prompt)]
         if stopped_text:
             turns.append(Turn(role="assistant", content=stopped_text))

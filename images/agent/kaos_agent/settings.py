@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Literal
 
 from kaos_core import agent_env as env
 from kaos_core.auth import names as auth_names
@@ -31,51 +30,18 @@ from kaos_core.endpoints import Endpoint, parse_endpoints
 from kaos_core.errors import KaosError
 from kaos_core.memory.contract import FailureMode, Level, levels_up_to
 from kaos_core.memory.identity import validate_agent_identity
-from kaos_core.settings import EnvSettings
-from pydantic import Field, field_validator, model_validator
+from pydantic import field_validator, model_validator
+
+# GROUPS, ModelSettings and Sampling are re-exported: the settings' public names.
+from kaos_agent.settings_base import GROUPS as GROUPS
+from kaos_agent.settings_base import http_url, setting
+from kaos_agent.settings_model import ModelFields
+from kaos_agent.settings_model import ModelSettings as ModelSettings
+from kaos_agent.settings_model import Sampling as Sampling
 
 MemoryType = Literal["none", "local", "remote"]
 # The memory tools offered to the model: both, search_memory only, save_memory only, none.
 MemoryTools = Literal["all", "read", "write", "none"]
-
-# The concerns, in the order the README lists them.
-GROUPS: dict[str, str] = {
-    "agent": "Identity and instructions",
-    "server": "Listening and A2A",
-    "model": "Model",
-    "budget": "Run budgets",
-    "tools": "MCP tools",
-    "delegation": "Delegation to peer agents",
-    "memory": "Memory",
-    "autonomous": "Autonomous mode",
-    "auth": "Verified agent identity (delegation)",
-    "user": "Verified user identity",
-}
-
-
-def setting(
-    name: str, group: str, description: str, *, default_doc: str | None = None, **kwargs: Any
-) -> Any:
-    """A field read from variable ``name``, documented, in one of ``GROUPS``.
-
-    ``default_doc`` is the README's words for a default derived from another setting.
-    """
-    assert group in GROUPS, group
-    extra: dict[str, Any] = {"env": name, "group": group}
-    if default_doc is not None:
-        extra["default_doc"] = default_doc
-    return Field(description=description, json_schema_extra=extra, **kwargs)
-
-
-@dataclass(frozen=True)
-class ModelSettings:
-    """The OpenAI-compatible model behind the reasoning loop."""
-
-    base_url: str
-    name: str
-    api_key: str
-    timeout_seconds: float
-    max_steps: int
 
 
 @dataclass(frozen=True)
@@ -141,7 +107,7 @@ class AutonomousSettings:
     session_id: str
 
 
-class AgentSettings(EnvSettings):
+class AgentSettings(ModelFields):
     """Every setting of one agent pod; see ``kaos_core.agent_env`` for the names."""
 
     name: str = setting(
@@ -176,31 +142,6 @@ class AgentSettings(EnvSettings):
         "server",
         "serve the agent card and A2A JSON-RPC at `/`",
         default=True,
-    )
-
-    model_api_url: str = setting(
-        env.MODEL_API_URL,
-        "model",
-        "ModelAPI base URL as in its status; `/v1` is appended (unless already there)",
-    )
-    model_name: str = setting(env.MODEL_NAME, "model", "model name", min_length=1)
-    model_api_key: str = setting(
-        env.MODEL_API_KEY, "model", "bearer for the ModelAPI", default="not-needed"
-    )
-    model_timeout_seconds: float = setting(
-        env.MODEL_TIMEOUT_SECONDS,
-        "model",
-        "per model request; also the MCP connect and read timeout",
-        default=120.0,
-        gt=0,
-    )
-    max_steps: int = setting(
-        env.REASONING_LOOP_MAX_STEPS,
-        "model",
-        "model requests per run, 1 to 100",
-        default=5,
-        ge=1,
-        le=100,
     )
 
     task_max_tool_calls: int | None = setting(
@@ -485,15 +426,10 @@ class AgentSettings(EnvSettings):
             return "all" if value.strip().lower() == "true" else "none"
         return value
 
-    @field_validator("model_api_url", "memory_endpoint", "public_url")
+    @field_validator("memory_endpoint", "public_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an http(s) URL")
-        return value.rstrip("/")
+        return http_url(value)
 
     @field_validator("identity")
     @classmethod
@@ -571,17 +507,6 @@ class AgentSettings(EnvSettings):
             # Keys and TokenReviews (with the agent's own bearer token) travel over TLS only.
             if url is not None and not url.startswith("https://"):
                 raise ValueError(f"{variable} must be an https:// URL")
-
-    @property
-    def model(self) -> ModelSettings:
-        url = self.model_api_url
-        return ModelSettings(
-            base_url=url if url.endswith("/v1") else url + "/v1",
-            name=self.model_name,
-            api_key=self.model_api_key,
-            timeout_seconds=self.model_timeout_seconds,
-            max_steps=self.max_steps,
-        )
 
     @property
     def budget(self) -> RunBudget:

@@ -110,6 +110,50 @@ async def test_wall_time_budget_stops_the_run_with_length(
     assert 'kaos_agent_runs_total{entry="chat",outcome="time_budget"} 1.0' in metrics
 
 
+async def test_wall_time_budget_stops_a_stream_from_a_hung_model(
+    agent_factory: AgentFactory, devmodel: DevModel
+) -> None:
+    agent = agent_factory("slow-stream", TASK_MAX_WALL_SECONDS=1)
+    await devmodel.aset_faults(hang=True, routes=["chat"])
+    try:
+        async with openai.AsyncOpenAI(base_url=agent.url + "/v1", api_key="x") as oa:
+            stream = await oa.chat.completions.create(
+                model="a", messages=[{"role": "user", "content": "take your time"}], stream=True
+            )
+            text, finish = "", None
+            async for chunk in stream:
+                if chunk.choices:
+                    text += chunk.choices[0].delta.content or ""
+                    finish = chunk.choices[0].finish_reason or finish
+    finally:
+        await devmodel.aset_faults()
+    assert finish == "length"
+    assert "reached its time budget of 1 seconds" in text
+
+
+async def test_wall_time_budget_spans_the_runs_model_requests(
+    agent_factory: AgentFactory, mcp_server_factory: McpFactory, devmodel: DevModel
+) -> None:
+    """A slow model that answers every request in time still meets the run's budget: it
+    is the run's wall time, not one request's."""
+    tools = mcp_server_factory(TOOLS)
+    agent = agent_factory(
+        "slow-steps",
+        MCP_SERVERS=f"weather:{tools.url}",
+        REASONING_LOOP_MAX_STEPS=50,
+        TASK_MAX_WALL_SECONDS=2,
+    )
+    devmodel.set_script([{"tool_call": LOOP}, {"after_tool": "*", "tool_call": LOOP}])
+    await devmodel.aset_faults(delay=0.3, routes=["chat"])
+    try:
+        text, finish = await ask(agent, "loop slowly")
+    finally:
+        await devmodel.aset_faults()
+    assert finish == "length"
+    assert text.startswith("I stopped because this task reached its time budget of 2 seconds")
+    assert devmodel.stats()["chat"] >= 2
+
+
 async def test_get_tools_lists_what_the_model_is_offered(
     agent_factory: AgentFactory, mcp_server_factory: McpFactory, devmodel: DevModel
 ) -> None:

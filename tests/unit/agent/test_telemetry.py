@@ -85,3 +85,40 @@ async def test_off_no_instrumentation_and_still_token_metrics() -> None:
     )
     assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0
     assert sample(registry, "gen_ai_client_operation_duration_seconds_count", **labels) == 1
+
+
+async def test_spans_metrics_and_the_runs_usage_agree() -> None:
+    """The usage a chat completion answers (the run's), the spans' and the histograms' are
+    the same figures: what the model reported, summed over the run's requests."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    registry = CollectorRegistry()
+    rt = runtime(registry, InstrumentationSettings(tracer_provider=provider))
+    outcome = await rt.run("hi there", RunDeps(session_id="s-7"), entry="chat")
+
+    assert outcome.usage.input_tokens > 0 and outcome.usage.output_tokens > 0
+    spans = exporter.get_finished_spans()
+    run = next(
+        s.attributes or {}
+        for s in spans
+        if (s.attributes or {}).get("gen_ai.operation.name") == "invoke_agent"
+    )
+    chats = [
+        s.attributes or {}
+        for s in spans
+        if (s.attributes or {}).get("gen_ai.operation.name") == "chat"
+    ]
+    assert run["gen_ai.aggregated_usage.input_tokens"] == outcome.usage.input_tokens
+    assert run["gen_ai.aggregated_usage.output_tokens"] == outcome.usage.output_tokens
+    assert (
+        sum(int(str(c["gen_ai.usage.input_tokens"])) for c in chats) == outcome.usage.input_tokens
+    )
+    labels = {"gen_ai_operation_name": "chat", "gen_ai_request_model": "test"}
+    total = "gen_ai_client_token_usage_sum"
+    assert (
+        sample(registry, total, **labels, gen_ai_token_type="input") == outcome.usage.input_tokens
+    )
+    assert (
+        sample(registry, total, **labels, gen_ai_token_type="output") == outcome.usage.output_tokens
+    )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from kaos_core import agent_env as names
 from kaos_core.crds import reasons
-from kaos_core.crds.agent import Agent, AgentMemory, ReadScope
+from kaos_core.crds.agent import Agent, AgentMemory, ModelSampling, ReadScope
 from kaos_core.crds.common import Telemetry
 from kaos_core.endpoints import format_endpoints
 from kaos_core.memory.contract import scope_rank
@@ -87,6 +87,9 @@ class AgentContext:
     telemetry: Telemetry = field(default_factory=Telemetry)
     # Gateway API on: the Gateway spec.gatewayRoute attaches to.
     gateway: GatewayRef | None = None
+    # The model cannot call tools (its ModelAPI's capabilities say so): the runtime starts
+    # without any (MODEL_TOOLS=off).
+    tools_off: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,19 @@ def agent_refusal(
     return None
 
 
+def sampling_env(sampling: ModelSampling | None) -> dict[str, str]:
+    """The runtime's sampling variables, only for the fields the Agent sets."""
+    if sampling is None:
+        return {}
+    values = {
+        names.MODEL_TEMPERATURE: sampling.temperature,
+        names.MODEL_MAX_TOKENS: sampling.max_tokens,
+        names.MODEL_TOP_P: sampling.top_p,
+        names.MODEL_SEED: sampling.seed,
+    }
+    return {name: str(value) for name, value in values.items() if value is not None}
+
+
 def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
     """The agent runtime's environment (names from ``kaos_core.agent_env``)."""
     spec = agent.spec
@@ -166,6 +182,9 @@ def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
     env[names.MODEL_API_URL] = ctx.model_api_url
     env[names.MODEL_NAME] = ctx.model_name
     env[names.REASONING_LOOP_MAX_STEPS] = str(cfg.reasoning_loop_max_steps)
+    if ctx.tools_off:
+        env[names.MODEL_TOOLS] = "off"
+    env.update(sampling_env(cfg.model_settings))
     if cfg.task_config is not None:
         if cfg.task_config.max_tool_calls is not None:
             env[names.TASK_MAX_TOOL_CALLS] = str(cfg.task_config.max_tool_calls)

@@ -1,5 +1,6 @@
 """Agent: resolve ModelAPI, MCP servers, store and peers; hold new Agents until they are
-Ready; keep running ones serving (with MemoryDegraded) when their store goes away."""
+Ready; keep running ones serving (with MemoryDegraded) when their store goes away; start
+them without tools (ToolsSupported=False) when their model is known not to call tools."""
 
 from __future__ import annotations
 
@@ -31,6 +32,33 @@ class Resolution:
     store_endpoint: str | None = None
     store_ceiling: ReadScope | None = None
     store_problem: tuple[str, str] | None = None
+    # The model's capabilities as its ModelAPI reports them; None: unknown.
+    model_capabilities: list[str] | None = None
+    model_api_found: bool = False
+
+
+def offered_tools(agent: Agent, found: Resolution) -> list[str]:
+    """What tools the agent is offered, in words (empty: none)."""
+    memory = agent.spec.config.memory
+    offered = []
+    if found.mcp:
+        offered.append("MCP servers")
+    if found.peers:
+        offered.append("peer agents")
+    if memory_mode(memory) == "remote" and memory.tools != "none":
+        offered.append("memory tools")
+    return offered
+
+
+def tools_off(agent: Agent, found: Resolution, previous: dict[str, str]) -> bool:
+    """Whether the agent starts without tools: offered some, and its model is known not to
+    call tools. A running agent whose ModelAPI vanished keeps what it was started with."""
+    if not offered_tools(agent, found):
+        return False
+    if not found.model_api_found:
+        return previous.get(names.MODEL_TOOLS) == "off"
+    caps = found.model_capabilities
+    return caps is not None and "tools" not in caps
 
 
 def _live_env(dep: Obj | None) -> dict[str, str]:
@@ -53,9 +81,12 @@ class AgentReconciler(Reconciler[Agent]):
             )
         else:
             api = ModelAPI.model_validate(api_raw)
+            out.model_api_found = True
             out.model_api_url = api.status.endpoint or model_api_endpoint(api)
             served = api.status.models or api.spec.served_models()
             out.model_name = spec.model or (served[0] if served else None)
+            if out.model_name is not None:
+                out.model_capabilities = api.status.model_capabilities.get(out.model_name)
             if not is_ready(api_raw):
                 out.problems.append(
                     (reasons.MODEL_API_NOT_READY, f"ModelAPI {spec.model_api} is not Ready")
@@ -145,6 +176,7 @@ class AgentReconciler(Reconciler[Agent]):
             callers=self.callers(agent),
             telemetry=settings.telemetry,
             gateway=settings.gateway,
+            tools_off=tools_off(agent, found, previous),
         )
         # Computed before any wait: a refused override (OverrideRefused) is reported now,
         # not once the dependencies are Ready.
@@ -178,7 +210,41 @@ class AgentReconciler(Reconciler[Agent]):
                 status.condition(
                     reasons.MEMORY_DEGRADED, False, reasons.MEMORY_STORE_READY, "store Ready"
                 )
+        await self.tools_status(agent, found, model_name or "", status)
         dep = deployment_state(self.owned_deployment(agent))
         status.fields.update(replicas=dep.replicas, readyReplicas=dep.ready_replicas)
         self.workload_status(status, dep)
         status.fields["message"] = None
+
+    async def tools_status(
+        self, agent: Agent, found: Resolution, model: str, status: StatusBuilder
+    ) -> None:
+        """Condition ToolsSupported while the agent is offered tools and its model's
+        capabilities are known; a Warning Event when it turns False. The agent stays Ready:
+        it answers, without tools."""
+        offered = offered_tools(agent, found)
+        caps = found.model_capabilities
+        if not offered or caps is None:
+            return
+        where = f"model {model} of ModelAPI {agent.spec.model_api}"
+        if "tools" in caps:
+            status.condition(
+                reasons.TOOLS_SUPPORTED, True, reasons.MODEL_CALLS_TOOLS, f"{where} calls tools"
+            )
+            return
+        message = (
+            f"{where} cannot call tools (capabilities: {', '.join(caps) or 'none'}); the agent"
+            f" answers without its {', '.join(offered)}"
+        )
+        status.condition(reasons.TOOLS_SUPPORTED, False, reasons.MODEL_CANNOT_CALL_TOOLS, message)
+        raw = self.ctx.resource(self.kind, agent.namespace, agent.name)
+        before = next(
+            (
+                c
+                for c in ((raw or {}).get("status") or {}).get("conditions") or []
+                if c.get("type") == reasons.TOOLS_SUPPORTED
+            ),
+            None,
+        )
+        if raw is not None and (before or {}).get("status") != "False":
+            await self.ctx.record_event(raw, "Warning", reasons.MODEL_CANNOT_CALL_TOOLS, message)
