@@ -38,9 +38,13 @@ class Completion:
     answer: Answer
     calls: tuple[IssuedCall, ...]
     usage: Usage
+    # The answer stopped at a token limit (an injected ``cut_off`` fault).
+    cut_off: bool = False
 
     @property
     def finish_reason(self) -> str:
+        if self.cut_off:
+            return "length"
         return "tool_calls" if self.calls else "stop"
 
 

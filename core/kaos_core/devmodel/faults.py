@@ -6,21 +6,34 @@ kind of chat request (``extraction``, ``digest``) is listed in ``routes``. In th
 away; ``delay`` waits that many seconds; ``error_rate`` fails that share of requests with
 ``status``. Which requests fail is decided by a random number generator seeded from the
 settings, so a sequence of requests fails the same way on every run.
+
+``answer`` spoils the chat answers of those routes, as a small real model does: ``not_json``
+answers a sentence of prose (no braces: Mem0 cannot find JSON in it), ``empty`` an empty
+string, ``cut_off`` the first half of the real answer with ``finish_reason: length``,
+``verbose`` the real answer repeated ``VERBOSE_REPEATS`` times. ``answer_times`` spoils only
+that many answers (counted from the last change of faults), then the model answers well
+again, so a test can show a retry recovering.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import replace
 from typing import Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from kaos_core.devmodel.chat import Answer
 from kaos_core.errors import KaosError
 
 FaultRoute = Literal["chat", "embeddings", "models", "extraction", "digest"]
 DEFAULT_ROUTES: tuple[FaultRoute, ...] = ("chat", "embeddings")
+AnswerFault = Literal["none", "not_json", "empty", "cut_off", "verbose"]
+
+NOT_JSON = "Sure! The user shared a few details about themselves, which I will remember."
+VERBOSE_REPEATS = 50
 
 # How often a hung request looks whether its client went away; aiohttp does not cancel
 # handlers on disconnect, so without this a hung request would outlive its client.
@@ -36,6 +49,8 @@ class FaultConfig(BaseModel):
     error_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     status: int = Field(default=500, ge=400, le=599)
     hang: bool = False
+    answer: AnswerFault = "none"
+    answer_times: int | None = Field(default=None, ge=1)
     routes: list[FaultRoute] = Field(default_factory=lambda: list(DEFAULT_ROUTES))
 
     def applies_to(self, route: str, kind: str | None) -> bool:
@@ -71,6 +86,7 @@ class FaultInjector:
         self._rng = random.Random(seed)
         self._config = config
         self._release = asyncio.Event()
+        self._spoiled = 0
 
     @property
     def config(self) -> FaultConfig:
@@ -79,6 +95,7 @@ class FaultInjector:
     def replace(self, config: FaultConfig, *, reseed: bool = False) -> None:
         """Put ``config`` in force and release every request hung under the old one."""
         self._config = config
+        self._spoiled = 0
         if reseed:
             self._rng = random.Random(self._seed)
         self.release_all()
@@ -114,3 +131,23 @@ class FaultInjector:
                 await asyncio.wait_for(release.wait(), _DISCONNECT_POLL_SECONDS)
             except TimeoutError:
                 continue
+
+    def spoil(self, route: str, kind: str | None, answer: Answer) -> tuple[Answer, bool]:
+        """``answer`` as the answer fault in force spoils it, and whether it was cut off
+        (the completion's ``finish_reason`` is then ``length``)."""
+        cfg = self._config
+        if cfg.answer == "none" or not cfg.applies_to(route, kind):
+            return answer, False
+        if cfg.answer_times is not None and self._spoiled >= cfg.answer_times:
+            return answer, False
+        self._spoiled += 1
+        text = answer.content or ""
+        if cfg.answer == "not_json":
+            content = NOT_JSON
+        elif cfg.answer == "empty":
+            content = ""
+        elif cfg.answer == "cut_off":
+            content = text[: len(text) // 2]
+        else:
+            content = "\n".join([text] * VERBOSE_REPEATS)
+        return replace(answer, content=content, tool_calls=()), cfg.answer == "cut_off"

@@ -39,6 +39,7 @@ from kaos_memory.keys import (
     CONVERSATION_KEY,
     DEPS_KEY,
     EXECUTOR_KEY,
+    GENAI_METRICS_KEY,
     LONGTERM_KEY,
     METRICS_KEY,
     SERVICE_KEY,
@@ -63,6 +64,8 @@ def create_app(settings: MemorySettings, *, deps: MemoryDeps | None = None) -> w
     app[SETTINGS_KEY] = settings
     app[DEPS_KEY] = deps if deps is not None else default_deps(settings)
     app[METRICS_KEY] = MemoryMetrics.create(app[REGISTRY_KEY])
+    # The GenAI token and duration histograms of the digest and extraction calls.
+    app[GENAI_METRICS_KEY] = GenAiMetrics.create(app[REGISTRY_KEY])
     if settings.http.max_concurrent_requests:
         # Inside the error middleware, so a refusal carries the request id like any error.
         app.middlewares.append(concurrency_limit(settings.http.max_concurrent_requests))
@@ -119,6 +122,7 @@ async def _conversation_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _longterm_ctx(app: web.Application) -> AsyncIterator[None]:
     store = app[DEPS_KEY].longterm
+    store.measure_with(app[GENAI_METRICS_KEY])
     try:
         await store.start()
         app[LONGTERM_KEY] = store
@@ -133,8 +137,7 @@ async def _longterm_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _summarizer_ctx(app: web.Application) -> AsyncIterator[None]:
     summarizer = app[DEPS_KEY].summarizer
-    # The GenAI token and duration histograms of its calls, on this app's /metrics.
-    summarizer.measure_with(GenAiMetrics.create(app[REGISTRY_KEY]))
+    summarizer.measure_with(app[GENAI_METRICS_KEY])
     try:
         await summarizer.start()
         yield
@@ -180,6 +183,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
             max_attempts=consolidation.extraction_max_attempts,
             sweep_interval=consolidation.sweep_interval,
             extraction_concurrency=consolidation.extraction_concurrency,
+            answer_retries=settings.models.answer_retries,
         ),
         clock=deps.clock,
     )

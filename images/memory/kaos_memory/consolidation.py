@@ -19,6 +19,14 @@ is fenced by the lease, so a holder that lost it deletes its own facts instead.
 
 An erasure that lands meanwhile wins: a late digest is not written, and facts a late
 extraction stored are deleted again.
+
+A model may answer, but unusably (``summarizer.UnusableDigest``, ``storage.errors.
+UnusableAnswer``): each such answer is counted and recorded on the step's span, and the
+model is asked again up to ``answer_retries`` times. A digest that stays unusable keeps the
+previous version and leaves its folds pending, backing off like any failed digest. An
+extraction that stays unusable is recorded as ``unusable`` at once (asking again later
+would most likely get the same answer), so the session's later folds go on; its turns
+stay in the conversation store and in the digest.
 """
 
 from __future__ import annotations
@@ -35,12 +43,15 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from opentelemetry import trace
+
 from kaos_memory.clock import Clock, wall_clock
 from kaos_memory.executor import BackgroundExecutor, PermanentJobError
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import Attribution
 from kaos_memory.storage.base import (
     ConversationStore,
+    ExtractionStatus,
     Fold,
     FoldPolicy,
     FoldTag,
@@ -48,7 +59,9 @@ from kaos_memory.storage.base import (
     LongTermStore,
     TurnRow,
 )
-from kaos_memory.summarizer import Summarizer
+from kaos_memory.storage.errors import UnusableAnswer
+from kaos_memory.storage.mem0llm import ANSWER_REASON, ExtractionAnswers, observe_answers
+from kaos_memory.summarizer import Summarizer, UnusableDigest
 from kaos_memory.telemetry import fold_span
 
 log = logging.getLogger(__name__)
@@ -60,6 +73,11 @@ class RetryLater(Exception):
 
 class LeaseLost(PermanentJobError):
     """The session's lease passed to another replica; that replica finishes the work."""
+
+
+class DigestUnusable(PermanentJobError):
+    """Every answer to this digest job was unusable; the folds wait for a later job (the
+    job's own retries would only ask again what ``answer_retries`` already asked)."""
 
 
 def replica_id() -> str:
@@ -88,6 +106,8 @@ class ConsolidationPolicy:
     sweep_interval: float
     # Extractions (Mem0 calls) running at once across this replica's sessions.
     extraction_concurrency: int = 2
+    # Further digest calls after an unusable answer (extraction's are ``mem0llm``'s).
+    answer_retries: int = 2
 
 
 class Consolidator:
@@ -243,9 +263,7 @@ class Consolidator:
         started = time.perf_counter()
         previous = await self.conversation.latest_digest(key)
         turns = [t for f in folds for t in f.turns]
-        summary = await self.summarizer.digest(
-            None if previous is None else previous.summary, turns
-        )
+        summary = await self._usable_digest(None if previous is None else previous.summary, turns)
         version = await self.conversation.add_digest(
             key, summary, [f.id for f in folds], self.policy.digest_retention
         )
@@ -257,6 +275,19 @@ class Consolidator:
         self.metrics.folds.labels(outcome="done").inc()
         self.metrics.fold_duration.observe(time.perf_counter() - started)
         log.info("digest written", extra={"key": key, "version": version, "folds": len(folds)})
+
+    async def _usable_digest(self, previous: str | None, turns: list[TurnRow]) -> str:
+        for _ in range(self.policy.answer_retries + 1):
+            try:
+                return await self.summarizer.digest(previous, turns)
+            except UnusableDigest as exc:
+                self._unusable("digest", exc.reason)
+        raise DigestUnusable("no usable digest from the summarisation model")
+
+    def _unusable(self, step: str, reason: str) -> None:
+        """Count one unusable answer and note it on the step's span (its reason only)."""
+        self.metrics.unusable_answers.labels(step=step, reason=reason).inc()
+        trace.get_current_span().add_event("kaos.memory.unusable_answer", {ANSWER_REASON: reason})
 
     # --- extraction ---------------------------------------------------------------------------
 
@@ -321,12 +352,24 @@ class Consolidator:
                 log.info("earlier attempt undone", extra={"fold_id": fold.id, "facts": removed})
         # If this attempt fails half way, the next attempt (on any replica) removes its facts.
         stored: list[str] = []
-        for (principal, agent, infer), turns in _by_attribution(fold.turns).items():
-            who = Attribution(
-                group=self.group, session=fold.session, principal=principal, agent=agent
-            )
-            stored += await self.longterm.add(turns, who, infer, FoldTag(fold.id, attempt))
-        outcome = await self.conversation.finish_extraction(fold, lease.owner, "done")
+        status: ExtractionStatus = "done"
+        with observe_answers() as answers:
+            try:
+                for (principal, agent, infer), turns in _by_attribution(fold.turns).items():
+                    who = Attribution(
+                        group=self.group, session=fold.session, principal=principal, agent=agent
+                    )
+                    try:
+                        stored += await self.longterm.add(
+                            turns, who, infer, FoldTag(fold.id, attempt)
+                        )
+                    except UnusableAnswer:
+                        # The other writers' turns of the fold are still worth extracting.
+                        status = "unusable"
+            finally:
+                self._record_answers(answers)
+        trace.get_current_span().set_attribute("kaos.memory.extraction.status", status)
+        outcome = await self.conversation.finish_extraction(fold, lease.owner, status)
         if outcome == "gone":
             # The session was erased while Mem0 worked: the erasure must stand.
             await self.longterm.erase_ids(stored)
@@ -338,8 +381,23 @@ class Consolidator:
             await self.longterm.erase_ids(stored)
             lease.lost = True
             raise LeaseLost(f"fold {fold.id}: lease lost before the extraction was recorded")
-        self.metrics.extractions.labels(outcome="done").inc()
+        self.metrics.extractions.labels(outcome=status).inc()
         self.metrics.extraction_duration.observe(time.perf_counter() - started)
+        if status == "unusable":
+            self.metrics.degraded.labels(reason="extraction_unusable").inc()
+            log.warning(
+                "extraction recorded unusable: the model's answers were not Mem0's JSON",
+                extra={"fold_id": fold.id, "key": fold.key, "answers": len(answers.answers)},
+            )
+
+    def _record_answers(self, answers: ExtractionAnswers) -> None:
+        """Count the extraction's unusable answers (also those of an attempt that failed
+        otherwise after them) and note them on its span."""
+        for reason in answers.unusable:
+            self._unusable("extraction", reason)
+        span = trace.get_current_span()
+        span.set_attribute("kaos.memory.extraction.answers", len(answers.answers))
+        span.set_attribute("kaos.memory.extraction.unusable_answers", len(answers.unusable))
 
 
 WorkFn = Callable[[Lease], Awaitable[bool]]

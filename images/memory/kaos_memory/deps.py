@@ -57,6 +57,7 @@ def default_deps(settings: MemorySettings, clock: Clock = wall_clock) -> MemoryD
             models.summarization_api_key,
             models.timeout,
             system_prompt=models.digest_prompt,
+            max_tokens=settings.tiers.digest_max_tokens,
         ),
         clock=clock,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aiohttp import web
+from kaos_core.telemetry.genai_metrics import GenAiMetrics
 
 from kaos_memory.auth import MemoryAuth
 from kaos_memory.deps import MemoryDeps
@@ -15,6 +16,7 @@ from kaos_memory.storage.base import ConversationStore, LongTermStore
 SETTINGS_KEY = web.AppKey("kaos_memory_settings", MemorySettings)
 DEPS_KEY = web.AppKey("kaos_memory_deps", MemoryDeps)
 METRICS_KEY = web.AppKey("kaos_memory_metrics", MemoryMetrics)
+GENAI_METRICS_KEY = web.AppKey("kaos_memory_genai_metrics", GenAiMetrics)
 CONVERSATION_KEY = web.AppKey("kaos_memory_conversation", ConversationStore)
 LONGTERM_KEY = web.AppKey("kaos_memory_longterm", LongTermStore)
 EXECUTOR_KEY = web.AppKey("kaos_memory_executor", BackgroundExecutor)

@@ -29,6 +29,7 @@ class MemoryMetrics:
     fold_duration: Histogram
     extractions: Counter
     extraction_duration: Histogram
+    unusable_answers: Counter
     degraded: Counter
     tier_latency: Histogram
     outbox_depth: Gauge
@@ -89,7 +90,8 @@ class MemoryMetrics:
             ),
             extractions=counter(
                 "extractions",
-                "Long-term extractions of evicted turns, by outcome (done, failed, erased).",
+                "Long-term extractions of evicted turns, by outcome (done, unusable, failed,"
+                " erased).",
                 ["outcome"],
             ),
             extraction_duration=histogram(
@@ -97,6 +99,12 @@ class MemoryMetrics:
                 "Duration of one Mem0 extraction of an evicted batch.",
                 [],
                 WORK_BUCKETS,
+            ),
+            unusable_answers=counter(
+                "unusable_answers",
+                "Answers of the summarisation model refused as unusable, by step (extraction,"
+                " digest) and reason (empty, not_json, not_memory_json, cut_off, over_budget).",
+                ["step", "reason"],
             ),
             degraded=counter(
                 "degraded",

@@ -125,6 +125,8 @@ class ModelSettings:
     embedding_dims: int
     timeout: float
     embed_timeout: float
+    # Further calls when an answer is unusable (``summarizer``, ``storage.mem0llm``).
+    answer_retries: int = 2
     # The digest call's system prompt and the instructions added to Mem0's extraction
     # prompt; ``None`` keeps the built-in ones.
     digest_prompt: str | None = None
@@ -140,6 +142,7 @@ class TierSettings:
     fold_trigger: int
     fold_target: int
     digest_retention: int
+    digest_max_tokens: int
     recall_top_k: int
     recall_timeout: float
     recall_threshold: float
@@ -320,6 +323,17 @@ class MemorySettings(EnvSettings):
     embed_timeout: float = setting(
         "models", "seconds one embedding call may take", default=10.0, gt=0
     )
+    answer_retries: int = setting(
+        "models",
+        "further calls to the summarisation model when its answer is unusable (an extraction"
+        " answer Mem0 cannot read as its JSON; a digest that is empty, cut off at the model's"
+        " token limit or longer than `DIGEST_MAX_TOKENS`). Then an extraction is recorded as"
+        " `unusable` and its turns stay in the digest; a digest keeps the previous version"
+        " and its turns wait in the outbox, retried with back-off",
+        default=2,
+        ge=0,
+        le=10,
+    )
     digest_prompt: str | None = setting(
         "models",
         "system prompt of the digest call (the built-in one asks for a concise narrative of"
@@ -369,6 +383,16 @@ class MemorySettings(EnvSettings):
         "digest versions kept per session; older versions are pruned",
         default=20,
         ge=1,
+    )
+    digest_max_tokens: int | None = setting(
+        "tiers",
+        "longest digest answer kept, in the window's token count; a longer one is unusable"
+        " (a model that rambles or repeats itself) and the previous version stays. The"
+        " digest is recalled beside the window: twice the window's budget (or 1024 for a small"
+        " window) is far more than a concise narrative needs",
+        default=None,
+        ge=16,
+        default_doc="budget * 2, at least 1024",
     )
     recall_top_k: int = setting(
         "tiers",
@@ -734,6 +758,7 @@ class MemorySettings(EnvSettings):
             embedding_dims=self.embedding_dims,
             timeout=self.model_timeout,
             embed_timeout=self.embed_timeout,
+            answer_retries=self.answer_retries,
             digest_prompt=self.digest_prompt,
             extraction_prompt=self.extraction_prompt,
         )
@@ -746,6 +771,9 @@ class MemorySettings(EnvSettings):
             fold_trigger=self.effective_fold_trigger,
             fold_target=self.effective_fold_target,
             digest_retention=self.digest_retention,
+            digest_max_tokens=max(2 * self.token_budget, 1024)
+            if self.digest_max_tokens is None
+            else self.digest_max_tokens,
             recall_top_k=self.recall_top_k,
             recall_timeout=self.recall_timeout,
             recall_threshold=self.recall_threshold,

@@ -1,15 +1,19 @@
 """The summarisation model, called for digest versions: an OpenAI-compatible chat endpoint.
 
 Only background fold work calls it; a request never waits on it. Each call is a GenAI
-``chat`` client span (model, reported token usage) and, once the app hands it the
-service's ``GenAiMetrics``, one observation of the token and duration histograms.
+``chat`` client span (model, reported token usage, finish reason) and, once the app hands
+it the service's ``GenAiMetrics``, one observation of the token and duration histograms.
+
+An answer is refused as ``UnusableDigest`` when it is empty, cut off at the model's token
+limit (``finish_reason: length``: the narrative's end is missing) or longer than the
+digest budget (a model repeating itself); the caller decides whether to ask again.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 from kaos_core.telemetry import conventions as otel
@@ -17,14 +21,26 @@ from kaos_core.telemetry import tracer
 from kaos_core.telemetry.genai_metrics import GenAiMetrics, TokenCounts
 from opentelemetry.trace import SpanKind, StatusCode
 
-from kaos_memory.compaction import digest_messages
+from kaos_memory.compaction import count_tokens, digest_messages
 from kaos_memory.storage.base import TurnRow
+from kaos_memory.storage.mem0llm import ANSWER_REASON, ANSWER_VERDICT, FINISH_REASONS
 
 _TRACER = tracer(__name__)
 
 
+DigestReason = Literal["empty", "cut_off", "over_budget"]
+
+
 class SummarizerError(Exception):
-    """The model did not give a usable digest (transport error, non-2xx, empty answer)."""
+    """The model did not give a digest (transport error, non-2xx, no message)."""
+
+
+class UnusableDigest(SummarizerError):
+    """The model answered, but not with a digest to keep; ``reason`` says why."""
+
+    def __init__(self, reason: DigestReason) -> None:
+        super().__init__(f"summarisation model gave an unusable digest ({reason})")
+        self.reason: DigestReason = reason
 
 
 class Summarizer:
@@ -36,10 +52,13 @@ class Summarizer:
         timeout: float,
         *,
         system_prompt: str | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.system_prompt = system_prompt
+        # The longest digest kept, counted as the window counts (``compaction``).
+        self.max_tokens = max_tokens
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
@@ -69,7 +88,7 @@ class Summarizer:
             started = time.perf_counter()
             usage: TokenCounts | None = None
             try:
-                text, usage = await self._digest(previous, turns)
+                text, usage, finish = await self._digest(previous, turns)
             except Exception as exc:
                 span.set_status(StatusCode.ERROR, type(exc).__name__)
                 span.set_attribute("error.type", type(exc).__name__)
@@ -80,11 +99,27 @@ class Summarizer:
             if usage is not None:
                 span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
                 span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+            if finish is not None:
+                span.set_attribute(FINISH_REASONS, (finish,))
+            reason = self._unusable(text, finish)
+            span.set_attribute(ANSWER_VERDICT, "unusable" if reason else "digest")
+            if reason is not None:
+                span.set_attribute(ANSWER_REASON, reason)
+                raise UnusableDigest(reason)
             return text
+
+    def _unusable(self, text: str, finish: str | None) -> DigestReason | None:
+        if finish == "length":
+            return "cut_off"
+        if not text:
+            return "empty"
+        if self.max_tokens is not None and count_tokens(text) > self.max_tokens:
+            return "over_budget"
+        return None
 
     async def _digest(
         self, previous: str | None, turns: Sequence[TurnRow]
-    ) -> tuple[str, TokenCounts | None]:
+    ) -> tuple[str, TokenCounts | None, str | None]:
         if self._session is None:
             raise RuntimeError("summarizer is not started")
         body = {
@@ -100,12 +135,13 @@ class Summarizer:
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise SummarizerError(f"summarisation model: {type(exc).__name__}: {exc}") from exc
         try:
-            text = doc["choices"][0]["message"]["content"]
+            choice = doc["choices"][0]
+            text = choice["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             raise SummarizerError("summarisation model gave no message content") from exc
-        if not isinstance(text, str) or not text.strip():
-            raise SummarizerError("summarisation model gave an empty digest")
-        return text.strip(), _usage(doc)
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        text = text.strip() if isinstance(text, str) else ""
+        return text, _usage(doc), finish if isinstance(finish, str) else None
 
 
 def _usage(doc: Any) -> TokenCounts | None:

@@ -14,6 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from kaos_core.devmodel import DevModelSettings, create_app
 from kaos_core.devmodel.__main__ import main
+from kaos_core.devmodel.faults import NOT_JSON, VERBOSE_REPEATS
 from kaos_core.settings import SettingsError
 
 Serve = Callable[..., AbstractAsyncContextManager[TestClient[Any, Any]]]
@@ -197,3 +198,75 @@ async def test_a_request_held_across_a_reset_is_not_counted_after_it(serve: Serv
         assert (await (await client.get("/control/requests")).json())["requests"] == []
         assert (await chat(client, "fresh"))["choices"][0]["message"]["content"] == "Echo: fresh"
         assert (await (await client.get("/control/stats")).json())["chat"] == 1
+
+
+EXTRACTION = {
+    "model": "m",
+    "messages": [
+        {"role": "system", "content": "# ROLE\n\nYou are a Memory Extractor."},
+        {"role": "user", "content": "## New Messages\nuser: I keep bees\n"},
+    ],
+}
+GOOD_EXTRACTION = '{"memory": [{"id": "0", "text": "I keep bees", "attributed_to": "user"}]}'
+
+
+async def test_answer_faults_spoil_the_chosen_routes_answers(serve: Serve) -> None:
+    async with serve() as client:
+
+        async def extraction() -> tuple[str, str]:
+            resp = await client.post("/v1/chat/completions", json=EXTRACTION)
+            doc = await resp.json()
+            (choice,) = doc["choices"]
+            return choice["message"]["content"], choice["finish_reason"]
+
+        assert await extraction() == (GOOD_EXTRACTION, "stop")
+        spoiled = {
+            "not_json": (NOT_JSON, "stop"),
+            "empty": ("", "stop"),
+            "cut_off": (GOOD_EXTRACTION[: len(GOOD_EXTRACTION) // 2], "length"),
+            "verbose": ("\n".join([GOOD_EXTRACTION] * VERBOSE_REPEATS), "stop"),
+        }
+        for mode, expected in spoiled.items():
+            faults: dict[str, Any] = {"answer": mode, "routes": ["extraction"]}
+            assert (await client.post("/control/faults", json=faults)).status == 200
+            assert await extraction() == expected, mode
+            # Other kinds of request are answered as ever.
+            assert (await chat(client, "hi"))["choices"][0]["message"]["content"] == "Echo: hi"
+
+        # Only so many spoiled answers, then good ones again.
+        faults = {"answer": "not_json", "answer_times": 2, "routes": ["extraction"]}
+        assert (await client.post("/control/faults", json=faults)).status == 200
+        assert [(await extraction())[0] for _ in range(3)] == [NOT_JSON, NOT_JSON, GOOD_EXTRACTION]
+        stats = await (await client.get("/control/stats")).json()
+        assert stats["extraction"] == 1 + len(spoiled) + 3
+
+        # A streamed cut-off answer ends with the same finish reason.
+        faults = {"answer": "cut_off", "routes": ["chat"]}
+        assert (await client.post("/control/faults", json=faults)).status == 200
+        resp = await client.post(
+            "/v1/chat/completions",
+            json={
+                "model": "m",
+                "messages": [{"role": "user", "content": "abcdefgh"}],
+                "stream": True,
+            },
+        )
+        body = await resp.text()
+        chunks = [
+            json.loads(line.removeprefix("data: "))
+            for line in body.splitlines()
+            if line.startswith("data: {")
+        ]
+        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+        assert text == "Echo: abcdefgh"[: len("Echo: abcdefgh") // 2]
+        assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+
+        bad = await client.post("/control/faults", json={"answer": "garbage"})
+        assert bad.status == 400
+
+
+async def test_answer_fault_from_settings(serve: Serve) -> None:
+    async with serve(answer_fault="empty", fault_routes="extraction") as client:
+        resp = await (await client.post("/v1/chat/completions", json=EXTRACTION)).json()
+        assert resp["choices"][0]["message"]["content"] == ""
+        assert (await chat(client, "ok"))["choices"][0]["message"]["content"] == "Echo: ok"

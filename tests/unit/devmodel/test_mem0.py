@@ -122,6 +122,23 @@ def test_mem0_add_infer_stores_extracted_facts_in_pgvector(
         memory.close()
 
 
+def test_mem0_reads_an_unusable_extraction_answer_as_no_facts(
+    memory_cls: Any, devmodel: DevModel, tmp_path: Path
+) -> None:
+    """Why the memory service judges extraction answers itself (``storage.mem0llm``):
+    Mem0 2.2.1 raises nothing for an answer it cannot parse, it stores no facts and says so
+    only in its log. If an upgrade starts raising, this test says so."""
+    store = {
+        "provider": "chroma",
+        "config": {"collection_name": "unusable", "path": str(tmp_path / "chroma")},
+    }
+    with memory_cls.from_config(_config(devmodel, tmp_path, store)) as memory:
+        for mode in ("not_json", "empty", "cut_off"):
+            devmodel.set_faults(answer=mode, routes=["extraction"])
+            assert memory.add(CONVERSATION, user_id="u1", infer=True) == {"results": []}, mode
+        assert memory.get_all(filters={"user_id": "u1"})["results"] == []
+
+
 def test_mem0s_own_prompts_are_recognised(memory_cls: Any) -> None:
     from kaos_core.devmodel.prompts import extraction_answer, recognise
     from kaos_core.devmodel.protocol import Message

@@ -242,6 +242,39 @@ async def test_extraction_concurrency_bounds_extractions_across_sessions(
     await settled(mem, 3)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_requests_do_not_wait_for_extractions_held_at_a_slow_model(
+    memory_factory: MakeMemory, devmodel: DevModel, backend: str
+) -> None:
+    """Every thread Mem0 runs on is held by an extraction waiting at the model: a recall
+    still finds the facts stored before (not degraded), a strict write (which checks the
+    vector store first) is still accepted, and readiness stays green."""
+    mem = memory_factory(
+        backend, mem0_threads=1, extraction_concurrency=1, recall_timeout=3, **SMALL
+    )
+    before = uid("slow")
+    await write_session(mem, before)
+    await settled(mem)
+    await devmodel.aset_faults(hang=True, routes=["extraction"])
+    await write_session(mem, uid("slow"))
+    await eventually(
+        devmodel.astats, lambda stats: stats["hangs"] >= 1, what="an extraction at the model"
+    )
+
+    found = await recall(mem, before, "tomatoes balcony")
+    assert found["degraded"] is False, found
+    assert any("tomatoes" in f["text"] for f in found["long_term"]["facts"]), found
+    hdrs = headers(agent=AGENT_A, principal="alice", session=uid("slow"))
+    body = {"turns": TURNS[:1], "failure_mode": "strict"}
+    status, answer, _ = await call(mem.url, "/v1/write", body, hdrs=hdrs)
+    assert status == 200 and answer["degraded"] is False, answer
+    status, ready, _ = await call(mem.url, "/readyz", method="GET")
+    assert status == 200, ready
+    assert (await devmodel.astats())["hangs"] >= 1, "the extraction was held throughout"
+    await devmodel.aset_faults()
+    await settled(mem, 2)
+
+
 async def test_requests_beyond_the_limit_are_refused_with_retry_after(
     memory_factory: MakeMemory, devmodel: DevModel
 ) -> None:

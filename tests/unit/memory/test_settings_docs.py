@@ -34,6 +34,9 @@ def test_the_committed_tables_are_the_generated_ones(doc: str) -> None:
 def test_each_view_carries_its_group() -> None:
     settings = MemorySettings(token_budget=100, storage="local")
     assert settings.tiers.fold_trigger == 100 and settings.tiers.fold_target == 50
+    assert settings.tiers.digest_max_tokens == 1024, "a small window's floor"
+    assert MemorySettings(token_budget=4096).tiers.digest_max_tokens == 8192
+    assert settings.models.answer_retries == settings.answer_retries
     assert settings.backend.mode == "local" and settings.backend.group == settings.collection
     assert settings.executor.workers == settings.executor_workers
     assert settings.consolidation.lease_ttl == settings.lease_ttl

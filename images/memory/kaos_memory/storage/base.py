@@ -13,12 +13,16 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from kaos_core.memory.contract import Fact
+from kaos_core.telemetry.genai_metrics import GenAiMetrics
 
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor, AuditEntry
 
 # ``erase``: who finishes a recorded erasure (keyed ``erasure:<id>``, see ``Tombstone``).
 LeaseKind = Literal["digest", "extract", "erase"]
+# How a fold's extraction ended: facts stored (or none found), the model's answers were
+# unusable (its turns stay in the digest), or the attempts ran out.
+ExtractionStatus = Literal["done", "unusable", "failed"]
 
 
 class SessionBound(Exception):
@@ -269,7 +273,7 @@ class ConversationStore(Protocol):
         ...
 
     async def finish_extraction(
-        self, fold: Fold, owner: str, status: Literal["done", "failed"]
+        self, fold: Fold, owner: str, status: ExtractionStatus
     ) -> Literal["done", "lost", "gone"]:
         """Record the outcome if ``owner`` still holds the session's extract lease."""
         ...
@@ -337,6 +341,11 @@ class ConversationStore(Protocol):
 
 
 class LongTermStore(Protocol):
+    def measure_with(self, metrics: GenAiMetrics) -> None:
+        """Record the duration and token usage of the store's model calls in ``metrics``
+        (the app's); called before ``start``."""
+        ...
+
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...

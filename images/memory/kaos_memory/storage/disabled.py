@@ -11,6 +11,7 @@ out, so any cursor a client sends is refused as one this service did not give.
 from __future__ import annotations
 
 from kaos_core.memory.contract import Fact
+from kaos_core.telemetry.genai_metrics import GenAiMetrics
 
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.storage.base import FoldTag, TurnRow
@@ -20,6 +21,9 @@ class DisabledLongTermStore:
     """``LongTermStore`` of a store without long-term memory."""
 
     backend = "none"
+
+    def measure_with(self, metrics: GenAiMetrics) -> None:
+        return None
 
     async def start(self) -> None:
         return None

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import functools
 import json
 import logging
@@ -59,13 +60,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 from kaos_core.memory.contract import Fact
+from kaos_core.telemetry.genai_metrics import GenAiMetrics
 
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.settings import MemorySettings
 from kaos_memory.storage.base import FoldTag, TurnRow
 from kaos_memory.storage.embedder import QueryEmbedder
-from kaos_memory.storage.errors import StorageError, StorageUnavailable
+from kaos_memory.storage.errors import StorageError, StorageUnavailable, UnusableAnswer
 from kaos_memory.storage.history import null_history
+from kaos_memory.storage.mem0llm import CheckedLlm, raised_unusable
 from kaos_memory.storage.purge import in_child, purge_mem0_history, vacuum_sqlite
 from kaos_memory.storage.ranking import fuse, pool_size
 
@@ -316,6 +319,8 @@ def wrap_longterm_error(exc: BaseException) -> StorageError | None:
     module = type(exc).__module__ or ""
     if not isinstance(exc, known) and not module.startswith("chromadb"):
         return None
+    if raised_unusable(exc):
+        return UnusableAnswer("the extraction model gave no usable answer")
     if _unavailable(exc):
         return StorageUnavailable("long-term store unavailable")
     return StorageError("long-term store failed")
@@ -355,17 +360,37 @@ class Mem0LongTermStore:
         self._held: Any = None
         self._memory: Any = None
         self._ping: asyncio.Future[None] | None = None
+        # The probe's own thread: readiness and a strict write's check must not queue
+        # behind extractions holding every Mem0 thread at a slow model.
+        self._probe: ThreadPoolExecutor | None = None
         # Erasure and extraction must not interleave on Mem0's history purge.
         self._history_lock = threading.Lock()
+        self._genai: GenAiMetrics | None = None
+
+    def measure_with(self, metrics: GenAiMetrics) -> None:
+        """Record each extraction call's duration and token usage in ``metrics``; before
+        ``start``."""
+        self._genai = metrics
 
     # --- lifecycle ------------------------------------------------------------------------
 
-    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self._pool is None:
+    async def _run(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        lane: ThreadPoolExecutor | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """``fn`` on Mem0's threads (or on ``lane``), its errors wrapped at this edge."""
+        pool = lane or self._pool
+        if pool is None:
             raise RuntimeError("long-term store is not started")
         loop = asyncio.get_running_loop()
+        # In the caller's context: the model calls' spans are children of its span, and
+        # an extraction's verdicts reach it (``mem0llm.observe_answers``).
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
         try:
-            return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+            return await loop.run_in_executor(pool, call)
         except Exception as exc:
             # The one edge where Mem0's, Chroma's, pgvector's and the model client's
             # errors become the storage family; anything else is a bug and stays as it is.
@@ -378,6 +403,7 @@ class Mem0LongTermStore:
         self._pool = ThreadPoolExecutor(
             max_workers=self.settings.mem0_threads, thread_name_prefix="kaos-mem0"
         )
+        self._probe = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kaos-probe")
         await self._run(self._build)
         await self._embedder.start()
         if self.backend == "pgvector":
@@ -477,6 +503,14 @@ class Mem0LongTermStore:
         memory.embedding_model.client = memory.embedding_model.client.with_options(
             timeout=self.settings.embed_timeout, max_retries=0
         )
+        # Mem0 turns an extraction answer it cannot parse into "no facts"; KAOS judges
+        # each answer first (``mem0llm``).
+        memory.llm = CheckedLlm(
+            memory.llm,
+            model=self.settings.models.summarization_model,
+            retries=self.settings.models.answer_retries,
+            metrics=self._genai,
+        )
         self._memory = memory
 
     async def close(self) -> None:
@@ -488,9 +522,10 @@ class Mem0LongTermStore:
         pg, self._pg = self._pg, None
         if pg is not None:
             await pg.close()
-        searches, self._searches = self._searches, None
-        if searches is not None:
-            searches.shutdown(wait=False, cancel_futures=True)
+        for lane in (self._searches, self._probe):
+            if lane is not None:
+                lane.shutdown(wait=False, cancel_futures=True)
+        self._searches = self._probe = None
         pool, self._pool = self._pool, None
         if pool is None:
             return
@@ -521,7 +556,7 @@ class Mem0LongTermStore:
     async def ping(self) -> None:
         # One probe at a time: a hung vector store must not pile probes into the pool.
         if self._ping is None or self._ping.done():
-            self._ping = asyncio.ensure_future(self._run(self._ping_sync))
+            self._ping = asyncio.ensure_future(self._run(self._ping_sync, lane=self._probe))
         await asyncio.shield(self._ping)
 
     def _ping_sync(self) -> None:

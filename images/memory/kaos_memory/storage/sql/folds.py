@@ -17,7 +17,7 @@ from typing import Literal
 
 from kaos_core.telemetry import current_traceparent
 
-from kaos_memory.storage.base import Fold, FoldPolicy, PendingSession, TurnRow
+from kaos_memory.storage.base import ExtractionStatus, Fold, FoldPolicy, PendingSession, TurnRow
 from kaos_memory.storage.sql.dialect import Tx
 from kaos_memory.storage.sql.erasure import PENDING
 from kaos_memory.storage.sql.leases import holds
@@ -228,7 +228,7 @@ def begin_extraction(tx: Tx, fold: Fold, owner: str) -> int | None:
 
 
 def finish_extraction(
-    tx: Tx, fold: Fold, owner: str, status: Literal["done", "failed"]
+    tx: Tx, fold: Fold, owner: str, status: ExtractionStatus
 ) -> ExtractionOutcome:
     tx.lock_key(fold.key)
     if tx.one("SELECT 1 FROM kaos_mem_folds WHERE id = %s", (fold.id,)) is None:

@@ -15,7 +15,7 @@ import contextvars
 import functools
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Concatenate, Literal, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 from kaos_memory.clock import Clock, wall_clock
 from kaos_memory.scope import Attribution, Scope
@@ -25,6 +25,7 @@ from kaos_memory.storage.base import (
     Digest,
     Erased,
     ErasureSelector,
+    ExtractionStatus,
     Fold,
     FoldPolicy,
     IdleSession,
@@ -172,7 +173,7 @@ class SqlConversationStore:
         return await self._run(folds.begin_extraction, fold, owner)
 
     async def finish_extraction(
-        self, fold: Fold, owner: str, status: Literal["done", "failed"]
+        self, fold: Fold, owner: str, status: ExtractionStatus
     ) -> ExtractionOutcome:
         return await self._run(folds.finish_extraction, fold, owner, status)
 
