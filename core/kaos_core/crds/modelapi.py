@@ -21,9 +21,11 @@ from kaos_core.crds.common import (
     SecretKeyRef,
     Telemetry,
     cel,
+    defaulted,
     telemetry_field,
 )
 from kaos_core.crds.gateway import GatewayRoute, gateway_route_field
+from kaos_core.crds.memorystore import QUANTITY
 from kaos_core.crds.overrides import (
     ContainerOverride,
     EnvVar,
@@ -101,10 +103,71 @@ class ProxyConfig(CRDModel):
     )
 
 
-class ServerConfig(CRDModel):
-    """Ollama running in the cluster, pulling its model at start."""
+# An Ollama model reference: [host[:port]/][namespace/]model[:tag]. Letters, digits and
+# ``._-`` only, so a name can never carry shell syntax (it reaches the pod's script
+# through the environment, never in its text, but the bound keeps it that way anywhere).
+MODEL_REF = (
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*(:[0-9]{1,5})?(/[A-Za-z0-9][A-Za-z0-9._-]*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?$"
+)
 
-    model: str = Field(min_length=1, max_length=253, description="Ollama model, e.g. smollm2:135m.")
+
+class ModelStorage(CRDModel):
+    """The claim holding Ollama's model store, so a restarted pod does not pull again."""
+
+    size: str = Field(
+        default="10Gi",
+        max_length=32,
+        pattern=QUANTITY,
+        description="Size of the model store's volume (the model's blobs plus room for a "
+        "new version of it).",
+    )
+    storage_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Storage class of the claim (default: the cluster's default class).",
+    )
+
+
+class ServerConfig(CRDModel):
+    """Ollama running in the cluster, pulling its model into a volume on first start."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "!self.insecureRegistry || has(self.source)",
+                "insecureRegistry applies to a source registry: Ollama's default one is HTTPS",
+            )
+        )
+    )
+
+    model: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=MODEL_REF,
+        description="The model's served name, e.g. smollm2:135m: what clients (Agents, "
+        "MemoryStores) ask for.",
+    )
+    source: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        pattern=MODEL_REF,
+        description="Where the model is pulled from, when not Ollama's default registry "
+        "under its served name: a reference with a registry host, e.g. "
+        "models.registry.svc:5000/library/smollm2:135m (air-gapped clusters). It is "
+        "copied to the served name after the pull.",
+    )
+    insecure_registry: bool = Field(
+        default=False,
+        description="Pull from source over plain HTTP (Ollama's --insecure), e.g. from a "
+        "registry inside the cluster without TLS.",
+    )
+    storage: ModelStorage = defaulted(ModelStorage)
+
+    def pull_source(self) -> str:
+        """What the pod pulls: the source, else the served name from Ollama's registry."""
+        return self.source or self.model
 
 
 class ModelAPISpec(CRDModel):
@@ -119,6 +182,11 @@ class ModelAPISpec(CRDModel):
             (
                 "self.mode != 'Hosted' || (has(self.serverConfig) && !has(self.proxyConfig))",
                 "mode Hosted requires serverConfig and forbids proxyConfig",
+            ),
+            (
+                "self.mode != 'Hosted' || !has(self.replicas) || self.replicas <= 1",
+                "mode Hosted runs at most one replica: its model store is one ReadWriteOnce "
+                "volume (put a Proxy ModelAPI in front of several Hosted ones to scale)",
             ),
         )
     )
@@ -150,6 +218,22 @@ class ModelAPIStatus(CommonStatus):
     """Observed state of a ModelAPI."""
 
     models: list[str] = Field(default_factory=list, max_length=LIST_MAX)
+    model_capabilities: dict[str, list[str]] = Field(
+        default_factory=dict,
+        max_length=LIST_MAX,
+        description="Served model name -> its capabilities as the backend reports them "
+        "(completion, tools, embedding, vision, thinking...): Ollama's /api/show, LiteLLM's "
+        "/model/info. Read once the Deployment is available (condition CapabilitiesRead); "
+        "a model without a key is unknown.",
+        json_schema_extra={
+            "maxProperties": LIST_MAX,
+            "additionalProperties": {
+                "type": "array",
+                "maxItems": 32,
+                "items": {"type": "string", "maxLength": NAME_MAX},
+            },
+        },
+    )
 
 
 class ModelAPI(CustomObject):

@@ -208,7 +208,9 @@ class OperatorSettings(EnvSettings):
         default="ghcr.io/berriai/litellm:main-stable", json_schema_extra=_env("KAOS_IMAGE_LITELLM")
     )
     image_ollama: str = Field(
-        default="docker.io/ollama/ollama:latest", json_schema_extra=_env("KAOS_IMAGE_OLLAMA")
+        # Pinned: a Hosted ModelAPI's script and probes use this version's CLI.
+        default="docker.io/ollama/ollama:0.17.4",
+        json_schema_extra=_env("KAOS_IMAGE_OLLAMA"),
     )
     image_pull_policy: PullPolicy = Field(
         default="IfNotPresent", json_schema_extra=_env("KAOS_IMAGE_PULL_POLICY")

@@ -179,8 +179,14 @@ async def test_hosted_model_api(
     kube: KubeClient, k8s_namespace: str, kaos_operator: ServiceProcess
 ) -> None:
     ns = k8s_namespace
+    # The model store's claim (10Gi by default) on a static volume: no provisioner here.
+    await volume_for(kube, ns, "ol-models", size="10Gi")
     await create(kube, ns, "ModelAPI", "ol", {"mode": "Hosted", "serverConfig": {"model": "m:1b"}})
     api = await wait_phase(kube, ns, "ModelAPI", "ol", "Ready", within=60)
     assert api["status"]["endpoint"] == f"http://ol.{ns}.svc:11434"
     assert api["status"]["models"] == ["m:1b"]
-    assert await managed_objects(kube, ns) == {("Deployment", "ol"), ("Service", "ol")}
+    assert await managed_objects(kube, ns) == {
+        ("Deployment", "ol"),
+        ("Service", "ol"),
+        ("PersistentVolumeClaim", "ol-models"),
+    }

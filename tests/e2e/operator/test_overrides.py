@@ -26,6 +26,7 @@ from tests.e2e.operator.helpers import (
     eventually,
     proxy_api,
     store_spec,
+    volume_for,
     wait_phase,
 )
 from tests.support.procs import ServiceProcess
@@ -287,6 +288,8 @@ async def test_hosted_model_api_reports_its_pull(
     kube: KubeClient, k8s_namespace: str, kaos_operator: ServiceProcess
 ) -> None:
     ns = k8s_namespace
+    # The model store's claim (10Gi by default) on a static volume: no provisioner here.
+    await volume_for(kube, ns, "ol-models", size="10Gi")
     await create(
         kube, ns, "ModelAPI", "ol", {"mode": "Hosted", "serverConfig": {"model": "smollm2:135m"}}
     )
@@ -296,7 +299,7 @@ async def test_hosted_model_api_reports_its_pull(
     assert (pulled["status"], pulled["reason"], pulled["message"]) == (
         "True",
         "Pulled",
-        "smollm2:135m pulled",
+        "smollm2:135m pulled and answering",
     )
 
 

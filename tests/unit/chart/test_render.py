@@ -104,7 +104,7 @@ def test_operator_settings_come_from_the_configmap_and_env(helm: Helm) -> None:
         "KAOS_IMAGE_AGENT": f"ghcr.io/kaos-tools/kaos-agent:{APP_VERSION}",
         "KAOS_IMAGE_MCP": f"ghcr.io/kaos-tools/kaos-agent:{APP_VERSION}",
         "KAOS_IMAGE_LITELLM": "ghcr.io/berriai/litellm:main-stable",
-        "KAOS_IMAGE_OLLAMA": "docker.io/ollama/ollama:latest",
+        "KAOS_IMAGE_OLLAMA": "docker.io/ollama/ollama:0.17.4",
         "KAOS_IMAGE_PULL_POLICY": "IfNotPresent",
         "KAOS_TELEMETRY_ENDPOINT": "",
         "KAOS_TELEMETRY_SAMPLING_RATIO": "1",
@@ -139,7 +139,7 @@ def test_registry_tags_and_posture_reach_the_configmap(helm: Helm) -> None:
     assert config["KAOS_IMAGE_MEMORY"] == "registry.example.com/kaos/kaos-memory:1.2.3"
     assert config["KAOS_IMAGE_AGENT"] == f"registry.example.com/kaos/kaos-agent:{APP_VERSION}"
     # Third-party images keep their own registry.
-    assert config["KAOS_IMAGE_OLLAMA"] == "docker.io/ollama/ollama:latest"
+    assert config["KAOS_IMAGE_OLLAMA"] == "docker.io/ollama/ollama:0.17.4"
     assert config["KAOS_IMAGE_PULL_POLICY"] == "Always"
     assert config["KAOS_SECURITY_ENABLED"] == "true"
     assert config["KAOS_USER_ISSUER"] == "https://issuer.example.com"

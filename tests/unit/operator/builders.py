@@ -42,6 +42,12 @@ def model_api(name: str = "llm", namespace: str = "ns", **spec: Any) -> ModelAPI
     return ModelAPI.model_validate({"metadata": _meta(name, namespace), "spec": spec})
 
 
+def hosted_api(name: str = "ol", namespace: str = "ns", **server: Any) -> ModelAPI:
+    """A Hosted ModelAPI serving smollm2:135m unless ``server`` says otherwise."""
+    config = {"model": "smollm2:135m", **server}
+    return model_api(name, namespace, mode="Hosted", serverConfig=config)
+
+
 def mcp_server(name: str = "tools", namespace: str = "ns", **spec: Any) -> MCPServer:
     spec = spec or {"params": "def up(x: str) -> str:\n    return x.upper()\n"}
     return MCPServer.model_validate({"metadata": _meta(name, namespace), "spec": spec})

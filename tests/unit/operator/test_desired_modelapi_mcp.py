@@ -72,14 +72,15 @@ def test_proxy_config_change_changes_the_pod_template() -> None:
 
 
 def test_hosted_model_api() -> None:
+    """The outline; tests/unit/operator/test_desired_modelapi_hosted.py has the details."""
     api = model_api("ol", mode="Hosted", serverConfig={"model": "smollm2:135m"})
     objs = by_kind(desired_modelapi_objects(api, ModelAPIContext(images=IMAGES)))
-    assert set(objs) == {"Deployment", "Service"}
+    assert set(objs) == {"Deployment", "Service", "PersistentVolumeClaim"}
     dep = objs["Deployment"]
     container = dep["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == IMAGES.ollama
     assert env_of(dep)["OLLAMA_MODEL"] == "smollm2:135m"
-    assert "ollama pull" in container["command"][-1]
+    assert 'ollama pull "$OLLAMA_SOURCE"' in container["command"][-1]
     assert objs["Service"]["spec"]["ports"][0]["port"] == 11434
     assert model_api_endpoint(api) == "http://ol.ns.svc:11434"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -137,14 +138,23 @@ def test_proxy_env_cannot_shadow_the_operator_or_repeat_container_env() -> None:
 
 
 async def test_hosted_reports_its_model_pull_in_status() -> None:
+    """ModelPulled follows the pod's readiness, which needs the model pulled and answering."""
     ctx = FakeContext()
-    ctx.add(raw("ModelAPI", "local", {"mode": "Hosted", "serverConfig": {"model": "smollm2:135m"}}))
-    rec = build_reconcilers(ctx)["ModelAPI"]
+    source = "models.registry.svc:5000/library/smollm2:135m"
+    spec = {"mode": "Hosted", "serverConfig": {"model": "smollm2:135m", "source": source}}
+    ctx.add(raw("ModelAPI", "local", spec))
+
+    async def unread(url: str, mode: str, models: Sequence[str]) -> dict[str, list[str]]:
+        return {}
+
+    rec = build_reconcilers(ctx, capability_reader=unread)["ModelAPI"]
     await rec.reconcile("ns", "local")
     status = ctx.status_of("ModelAPI", "ns", "local")
     pulled = next(c for c in status["conditions"] if c["type"] == reasons.MODEL_PULLED)
     assert (pulled["status"], pulled["reason"]) == ("False", reasons.PULLING)
-    assert pulled["message"] == "pulling smollm2:135m on first start"
+    assert pulled["message"] == (
+        f"waiting for the pod to pull smollm2:135m from {source} (first start only) and load it"
+    )
     assert status["models"] == ["smollm2:135m"]
 
     ctx.deployment_available("ns", "local")
@@ -154,7 +164,7 @@ async def test_hosted_reports_its_model_pull_in_status() -> None:
     assert (pulled["status"], pulled["reason"], pulled["message"]) == (
         "True",
         reasons.PULLED,
-        "smollm2:135m pulled",
+        f"smollm2:135m pulled from {source} and answering",
     )
 
 

@@ -1,4 +1,9 @@
-"""A ModelAPI's desired objects: LiteLLM with its ConfigMap (Proxy) or Ollama (Hosted)."""
+"""A ModelAPI's desired objects: LiteLLM with its ConfigMap (Proxy) or Ollama (Hosted).
+
+Hosted: one Ollama pod (at most one replica) on a PersistentVolumeClaim holding its model
+store, replaced with the Recreate strategy so two pods never mount the claim; the pod
+pulls its model on first start only and is Ready once the model answered.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +14,21 @@ from typing import Any
 import yaml
 from kaos_core.crds import reasons
 from kaos_core.crds.common import Telemetry
-from kaos_core.crds.modelapi import ModelAPI
+from kaos_core.crds.modelapi import ModelAPI, ServerConfig
 
 from kaos_operator.desired import security
 from kaos_operator.desired.common import (
     LITELLM_PORT,
+    NONROOT_UID,
     OLLAMA_PORT,
     Obj,
+    bool_env,
     container,
     deployment,
     env_list,
     http_probe,
     metadata,
+    restricted_security_context,
     service,
     service_url,
 )
@@ -43,12 +51,59 @@ RESERVED_ENV = reserved_prefixes(
     TELEMETRY_PREFIX, names=frozenset({API_KEY_ENV, "OLLAMA_HOST", "OLLAMA_MODEL"})
 )
 
-# Serve first, pull once the server answers, then keep serving: the pod comes up with
-# the model pulled into its volume without an init container holding a second server.
-OLLAMA_SCRIPT = (
-    "ollama serve & pid=$!; until ollama list >/dev/null 2>&1; do sleep 1; done; "
-    'ollama pull "$OLLAMA_MODEL" || exit 1; wait $pid'
-)
+# Hosted mode: Ollama's home (its key) and model store live on the ModelAPI's claim, so a
+# restarted pod finds its model; the root filesystem stays read-only.
+OLLAMA_HOME = "/var/lib/ollama"
+OLLAMA_MODELS = f"{OLLAMA_HOME}/models"
+# On the claim: the source the served name was last pulled from (a new spec.serverConfig
+# source under the same served name is pulled again).
+PULLED_MARK = f"{OLLAMA_HOME}/kaos-pulled-source"
+# On the pod's /tmp (emptyDir, which outlives a container restart: emptied at each start):
+# written once the model answered; the readiness probe needs it.
+READY_MARK = "/tmp/kaos-model-ready"
+
+# Serve, wait until the server answers, pull unless the claim already holds the model from
+# the same source, copy it to its served name, make it answer once (a generate with an
+# empty prompt loads a model; an embedding model takes a word instead), and only then say
+# ready. The spec's values reach the script only through the environment (OLLAMA_MODEL,
+# OLLAMA_SOURCE, OLLAMA_INSECURE), always quoted: nothing of the spec is in its text. A
+# failed step exits, so the kubelet restarts the container with its backoff. The source's
+# own name is kept after the copy (the blobs are shared): two spellings of one name, such
+# as registry.ollama.ai/library/m:latest and m, would make removing it remove the model.
+# SIGTERM reaches PID 1 (this shell), which would ignore it: it is forwarded to the server.
+OLLAMA_SCRIPT = f"""\
+set -u
+: > {READY_MARK}
+ollama serve & pid=$!
+trap 'kill -TERM "$pid" 2>/dev/null' TERM INT
+until ollama list >/dev/null 2>&1; do
+  kill -0 "$pid" 2>/dev/null || exit 1
+  sleep 1
+done
+pulled=
+[ -f {PULLED_MARK} ] && read -r pulled < {PULLED_MARK}
+if [ "$pulled" = "$OLLAMA_SOURCE" ] && ollama show "$OLLAMA_MODEL" >/dev/null 2>&1; then
+  printf 'kaos: %s is in the model store\\n' "$OLLAMA_MODEL" >&2
+else
+  printf 'kaos: pulling %s\\n' "$OLLAMA_SOURCE" >&2
+  if [ "$OLLAMA_INSECURE" = true ]; then
+    ollama pull --insecure "$OLLAMA_SOURCE" || exit 1
+  else
+    ollama pull "$OLLAMA_SOURCE" || exit 1
+  fi
+  if [ "$OLLAMA_SOURCE" != "$OLLAMA_MODEL" ]; then
+    ollama cp "$OLLAMA_SOURCE" "$OLLAMA_MODEL" || exit 1
+  fi
+  printf '%s\\n' "$OLLAMA_SOURCE" > {PULLED_MARK} || exit 1
+fi
+ollama run "$OLLAMA_MODEL" "" >/dev/null 2>&1 ||
+  ollama run "$OLLAMA_MODEL" ready >/dev/null || exit 1
+printf 'kaos: %s answers\\n' "$OLLAMA_MODEL" >&2
+echo ready > {READY_MARK}
+while kill -0 "$pid" 2>/dev/null; do wait "$pid"; done
+"""
+# Ready: the script's mark (the model answered once) and the server still serving it.
+OLLAMA_READY = f'test -s {READY_MARK} && ollama show "$OLLAMA_MODEL" >/dev/null'
 
 
 @dataclass(frozen=True)
@@ -188,11 +243,45 @@ def _proxy_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
     return [*objects, dep, service(api, LITELLM_PORT)]
 
 
+def models_pvc_name(api: ModelAPI) -> str:
+    return f"{api.name}-models"
+
+
+def _models_pvc(api: ModelAPI, server: ServerConfig) -> Obj:
+    spec: Obj = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": server.storage.size}},
+    }
+    if server.storage.storage_class_name:
+        spec["storageClassName"] = server.storage.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata(api, models_pvc_name(api)),
+        "spec": spec,
+    }
+
+
 def _hosted_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
     spec = api.spec
-    if spec.server_config is None:
+    server = spec.server_config
+    if server is None:
         raise ValueError(f"ModelAPI {api.name}: mode Hosted without serverConfig")
-    model = spec.server_config.model
+    if spec.replicas > 1:
+        # The CRD refuses it; an object stored before that rule is refused here.
+        raise SpecRefused(
+            reasons.INVALID_SPEC,
+            ["spec.replicas: mode Hosted runs at most one replica (one ReadWriteOnce model store)"],
+        )
+    env = {
+        "OLLAMA_HOST": f"0.0.0.0:{OLLAMA_PORT}",
+        "OLLAMA_MODEL": server.model,
+        "OLLAMA_SOURCE": server.pull_source(),
+        "OLLAMA_INSECURE": bool_env(server.insecure_registry),
+        # Any image, its own user or ours: Ollama's key under HOME, models on the claim.
+        "HOME": OLLAMA_HOME,
+        "OLLAMA_MODELS": OLLAMA_MODELS,
+    }
     main = container(
         "ollama",
         spec.image or ctx.images.ollama,
@@ -200,20 +289,45 @@ def _hosted_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
         port=OLLAMA_PORT,
         command=["/bin/sh", "-c", OLLAMA_SCRIPT],
         # Ollama exports no spans; a hosted ModelAPI's calls are traced by their callers.
-        env=env_list({"OLLAMA_HOST": f"0.0.0.0:{OLLAMA_PORT}", "OLLAMA_MODEL": model}),
+        env=env_list(env),
         resources=spec.resources,
-        # Ready only once the model is pulled, not merely when the server answers.
+        # Ready only once the model answered, not merely when the server answers; an exec
+        # of the client can take more than the default second on a busy node.
         readiness={
-            "exec": {"command": ["/bin/sh", "-c", 'ollama show "$OLLAMA_MODEL" >/dev/null']},
+            "exec": {"command": ["/bin/sh", "-c", OLLAMA_READY]},
             "periodSeconds": 10,
+            "timeoutSeconds": 5,
         },
+        # The server answers from its first second, also while it pulls.
         liveness=http_probe("/"),
-        volume_mounts=[{"name": "models", "mountPath": "/root/.ollama"}],
+        volume_mounts=[
+            {"name": "models", "mountPath": OLLAMA_HOME},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        security={**restricted_security_context(), "readOnlyRootFilesystem": True},
     )
     dep = deployment(
-        api, container=main, replicas=spec.replicas, volumes=[{"name": "models", "emptyDir": {}}]
+        api,
+        container=main,
+        replicas=spec.replicas,
+        volumes=[
+            {"name": "models", "persistentVolumeClaim": {"claimName": models_pvc_name(api)}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+        # One ReadWriteOnce claim: the old pod lets go of it before the new one mounts it
+        # (a rolling update would leave the new pod waiting on another node).
+        strategy="Recreate",
+        pod_security={
+            "runAsNonRoot": True,
+            "fsGroup": NONROOT_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
     )
-    return [with_overrides(dep, spec, reserved=RESERVED_ENV), service(api, OLLAMA_PORT)]
+    return [
+        with_overrides(dep, spec, reserved=RESERVED_ENV),
+        service(api, OLLAMA_PORT),
+        _models_pvc(api, server),
+    ]
 
 
 def desired_modelapi_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:

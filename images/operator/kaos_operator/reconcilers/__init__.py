@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kaos_operator.capabilities import CapabilityReader, read_capabilities
 from kaos_operator.context import ReconcileContext
 from kaos_operator.reconcilers.agent import AgentReconciler
 from kaos_operator.reconcilers.base import Outcome, Reconciler
@@ -15,13 +16,18 @@ from kaos_operator.tools import ToolLister, list_tool_names
 
 
 def build_reconcilers(
-    ctx: ReconcileContext, *, clock: Clock = utc_now, tool_lister: ToolLister = list_tool_names
+    ctx: ReconcileContext,
+    *,
+    clock: Clock = utc_now,
+    tool_lister: ToolLister = list_tool_names,
+    capability_reader: CapabilityReader = read_capabilities,
 ) -> dict[str, Reconciler[Any]]:
     """A reconciler of every kind, keyed by kind; ``clock`` stamps condition transitions,
-    ``tool_lister`` reads an MCP server's tools (``kaos_operator.tools``)."""
+    ``tool_lister`` reads an MCP server's tools (``kaos_operator.tools``),
+    ``capability_reader`` a ModelAPI's models' capabilities (``kaos_operator.capabilities``)."""
     built: list[Reconciler[Any]] = [
         AgentReconciler(ctx, clock=clock),
-        ModelAPIReconciler(ctx, clock=clock),
+        ModelAPIReconciler(ctx, clock=clock, capability_reader=capability_reader),
         MCPServerReconciler(ctx, clock=clock, tool_lister=tool_lister),
         MemoryStoreReconciler(ctx, clock=clock),
     ]

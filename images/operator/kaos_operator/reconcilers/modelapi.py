@@ -1,23 +1,45 @@
-"""ModelAPI: apply LiteLLM (with its ConfigMap) or Ollama; the endpoint and served models
-go into status for Agents and MemoryStores to read."""
+"""ModelAPI: apply LiteLLM (with its ConfigMap) or Ollama (with its model store); the
+endpoint, the served models and, once it is available, what they can do (read from the
+backend) go into status for Agents and MemoryStores to read."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 
+from kaos_operator.capabilities import CapabilityReader, read_capabilities
+from kaos_operator.context import ReconcileContext
 from kaos_operator.desired import ModelAPIContext, desired_modelapi_objects, security
 from kaos_operator.desired.modelapi import model_api_endpoint
-from kaos_operator.reconcilers.base import Reconciler, deployment_state
-from kaos_operator.status import StatusBuilder
+from kaos_operator.reconcilers.base import DeploymentState, Reconciler, deployment_state
+from kaos_operator.status import Clock, StatusBuilder, utc_now
+
+log = logging.getLogger(__name__)
+
+CAPABILITIES_FIELD = "modelCapabilities"
 
 
 class ModelAPIReconciler(Reconciler[ModelAPI]):
     model = ModelAPI
 
+    def __init__(
+        self,
+        ctx: ReconcileContext,
+        *,
+        clock: Clock = utc_now,
+        capability_reader: CapabilityReader = read_capabilities,
+    ) -> None:
+        super().__init__(ctx, clock=clock)
+        self._read_capabilities = capability_reader
+        # (namespace, name) -> ((uid, generation), capabilities) of the last good read: what
+        # a model can do changes only with the spec (or the image), so one read per generation.
+        self._capabilities: dict[tuple[str, str], tuple[tuple[str, int], dict[str, list[str]]]] = {}
+
     async def sync(self, res: ModelAPI, status: StatusBuilder) -> None:
-        status.fields["endpoint"] = model_api_endpoint(res)
+        endpoint = model_api_endpoint(res)
+        status.fields["endpoint"] = endpoint
         status.fields["models"] = res.spec.served_models()
         settings, ns = self.ctx.settings, res.namespace
         ctx = ModelAPIContext(
@@ -38,16 +60,81 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
             dep = deployment_state(self.owned_deployment(res))
             self.workload_status(status, dep)
             self.route_status(res, res.spec.gateway_route, status)
-            if res.spec.server_config is not None:
-                # The pod is Ready only once its model is pulled (its readiness probe runs
-                # ollama show), so an available Deployment means the pull is done.
-                model = res.spec.server_config.model
-                if dep.available:
-                    status.condition(reasons.MODEL_PULLED, True, reasons.PULLED, f"{model} pulled")
-                else:
-                    status.condition(
-                        reasons.MODEL_PULLED,
-                        False,
-                        reasons.PULLING,
-                        f"pulling {model} on first start",
-                    )
+            self._pull_status(res, dep, status)
+            await self._capability_status(res, endpoint, dep, status)
+
+    def _pull_status(self, res: ModelAPI, dep: DeploymentState, status: StatusBuilder) -> None:
+        server = res.spec.server_config
+        if server is None:
+            return
+        # The pod is Ready only once the model is in its store and answered a load (its
+        # readiness probe needs the mark the pod's script writes then), so an available
+        # Deployment with a ready pod means pulled and answering.
+        model, source = server.model, server.pull_source()
+        origin = "" if source == model else f" from {source}"
+        if dep.available and dep.ready_replicas > 0:
+            status.condition(
+                reasons.MODEL_PULLED, True, reasons.PULLED, f"{model} pulled{origin} and answering"
+            )
+        elif res.spec.replicas == 0:
+            status.condition(
+                reasons.MODEL_PULLED, False, reasons.PULLING, f"{model}: no pod (replicas 0)"
+            )
+        else:
+            status.condition(
+                reasons.MODEL_PULLED,
+                False,
+                reasons.PULLING,
+                f"waiting for the pod to pull {model}{origin} (first start only) and load it",
+            )
+
+    async def _capability_status(
+        self, res: ModelAPI, endpoint: str, dep: DeploymentState, status: StatusBuilder
+    ) -> None:
+        """``status.modelCapabilities`` read once the backend serves; the last known value
+        is kept while it does not (a rollout, a failed read), so a bound Agent's warning
+        does not come and go with restarts."""
+        known = res.status.model_capabilities
+        if not (dep.available and dep.ready_replicas > 0):
+            if known:
+                status.fields[CAPABILITIES_FIELD] = dict(known)
+            status.condition(
+                reasons.CAPABILITIES_READ,
+                "Unknown",
+                reasons.WAITING_FOR_DEPLOYMENT,
+                "read from the backend once the Deployment is available",
+            )
+            return
+        key = (res.namespace, res.name)
+        version = (res.metadata.uid, res.metadata.generation)
+        cached = self._capabilities.get(key)
+        if cached is not None and cached[0] == version:
+            capabilities = cached[1]
+        else:
+            try:
+                capabilities = await self._read_capabilities(
+                    endpoint, res.spec.mode, res.spec.served_models()
+                )
+            except Exception as exc:  # noqa: BLE001  (a backend that is down is reported)
+                # The class only: a transport error's text can carry the backend's answer.
+                cause = type(exc).__name__
+                log.info("capabilities not read", extra={"api": res.name, "error": cause})
+                status.condition(
+                    reasons.CAPABILITIES_READ,
+                    False,
+                    reasons.CAPABILITY_READ_FAILED,
+                    f"reading capabilities at {endpoint} failed ({cause}); retried on the "
+                    "next change",
+                )
+                if known:
+                    status.fields[CAPABILITIES_FIELD] = dict(known)
+                return
+            self._capabilities[key] = (version, capabilities)
+        status.fields[CAPABILITIES_FIELD] = capabilities
+        status.condition(
+            reasons.CAPABILITIES_READ,
+            True,
+            reasons.CAPABILITIES_REPORTED,
+            f"capabilities of {len(capabilities)} of {len(res.spec.served_models())} served "
+            "models read from the backend",
+        )
