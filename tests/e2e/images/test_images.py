@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ollama import ollama_build
 from tests.support.procs import REPO_ROOT
 
 pytestmark = [pytest.mark.images, pytest.mark.timeout(3600)]
@@ -119,14 +120,21 @@ def from_image(container: tuple[Buildah, list[str]], ref: str) -> str:
 
 
 def run_in(
-    container: tuple[Buildah, list[str]], ref: str, *argv: str, volumes: tuple[str, ...] = ()
+    container: tuple[Buildah, list[str]],
+    ref: str,
+    *argv: str,
+    volumes: tuple[str, ...] = (),
+    network: str = "none",
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """argv in a fresh container of ref, as the image's own user, without a network."""
+    """argv in a fresh container of ref, as the image's own user, without a network (or on
+    the host's, for a server on a loopback port)."""
     buildah, _ = container
     name = from_image(container, ref)
-    opts = ["--network", "none"]
+    opts = ["--network", network]
     for volume in volumes:
         opts += ["--volume", volume]
+    opts += [f"--env={key}={value}" for key, value in (env or {}).items()]
     return buildah("run", *opts, name, "--", *argv, check=False)
 
 
@@ -141,6 +149,8 @@ def test_list_names_every_image_with_an_importable_archive(built: Built) -> None
         "kaos.local/kaos-operator:dev",
         "kaos.local/litellm:dev",
         "kaos.local/pgvector:dev",
+        "kaos.local/ollama:dev",
+        "kaos.local/registry:dev",
     }
     for ref, archive in built.archives.items():
         # A docker-archive: its manifest names the image, so `ctr images import` tags it.
@@ -396,3 +406,100 @@ def test_litellm_image_serves_the_proxy_as_the_operator_runs_it(
         )
         assert isinstance(models, dict), log.read_text()[-3000:]
         assert [m["id"] for m in models["data"]] == ["dev"]
+
+
+def test_ollama_image_serves_a_model_as_the_operator_runs_it(
+    built: Built, container: tuple[Buildah, list[str]]
+) -> None:
+    """uid 65532, models under /var/lib/ollama (its own, where the operator mounts a
+    volume), and a /bin/sh script that starts `ollama serve`, waits for it, creates
+    smollm2:135m from the GGUF and asks it: the binary's libraries are all in the image."""
+    ref = ref_of("ollama")
+    config = built.buildah.config(ref)
+    assert config.get("User") == NONROOT
+    assert config.get("Entrypoint") == ["/usr/bin/ollama"]
+    assert config.get("Cmd") == ["serve"]
+    listed = config.get("Env")
+    assert isinstance(listed, list)
+    env = dict(str(item).partition("=")[::2] for item in listed)
+    assert env["OLLAMA_HOST"] == "0.0.0.0:11434"
+    assert env["OLLAMA_MODELS"] == "/var/lib/ollama/models"
+    assert env["HOME"] == "/var/lib/ollama"
+
+    build = ollama_build()
+    if not build.gguf.is_file():
+        pytest.fail(f"{build.gguf} is missing: hack/images runs hack/ollama-build, which makes it")
+    version = run_in(container, ref, "ollama", "--version")
+    assert f"client version is {build.version}" in version.stdout + version.stderr
+    script = (
+        "set -e\n"
+        'test "$(id -u)" = 65532 && test "$(stat -c %u /var/lib/ollama)" = 65532\n'
+        "ollama serve >/tmp/serve.log 2>&1 &\n"
+        # A readiness wait, bounded: the server answers within seconds.
+        "i=0; until ollama list >/dev/null 2>&1; do\n"
+        "  i=$((i + 1)); [ $i -lt 600 ] || { cat /tmp/serve.log; exit 1; }; sleep 0.1\n"
+        "done\n"
+        "printf 'FROM /models/smollm2.gguf\\nPARAMETER temperature 0\\n' >/tmp/Modelfile\n"
+        "ollama create smollm2:135m -f /tmp/Modelfile >/dev/null 2>&1\n"
+        "ollama run smollm2:135m 'What is the capital of France?'\n"
+        "ls /var/lib/ollama/models/blobs\n"
+    )
+    # On the host's network for a loopback port of its own (no container network here).
+    done = run_in(
+        container,
+        ref,
+        "/bin/sh",
+        "-c",
+        script,
+        network="host",
+        env={"OLLAMA_HOST": f"127.0.0.1:{free_port()}"},
+        volumes=(f"{build.gguf}:/models/smollm2.gguf:ro",),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Paris" in done.stdout, done.stdout
+    assert "sha256-" in done.stdout
+
+
+def test_registry_image_serves_the_registry_and_busybox_httpd(
+    built: Built, container: tuple[Buildah, list[str]]
+) -> None:
+    """uid 65532, the default configuration (filesystem storage in /var/lib/registry)
+    answers the registry API; busybox's sh and httpd (the blob file server) work in it."""
+    ref = ref_of("registry")
+    config = built.buildah.config(ref)
+    assert config.get("User") == NONROOT
+    assert config.get("Entrypoint") == ["/usr/bin/registry"]
+    assert config.get("Cmd") == ["serve", "/etc/distribution/config.yml"]
+    version = run_in(container, ref, "/usr/bin/registry", "--version")
+    assert version.returncode == 0, version.stderr
+    assert "v3.1.2" in version.stdout
+
+    port = free_port()
+    with tempfile.TemporaryDirectory() as logs:
+        log = Path(logs) / "registry.log"
+        catalog = serve_and_get(
+            container,
+            ref,
+            ["/usr/bin/registry", "serve", "/etc/distribution/config.yml"],
+            f"http://127.0.0.1:{port}/v2/_catalog",
+            # The configuration's every-address :5000, moved to a free loopback port.
+            env={"REGISTRY_HTTP_ADDR": f"127.0.0.1:{port}", "OTEL_TRACES_EXPORTER": "none"},
+            log=log,
+        )
+        assert catalog == {"repositories": []}, log.read_text()[-3000:]
+
+    script = (
+        "set -e\n"
+        'test "$(id -u)" = 65532 && test "$(stat -c %u /var/lib/registry)" = 65532\n'
+        "echo blob >/var/lib/registry/probe\n"
+        'busybox httpd -f -p "127.0.0.1:$PORT" -h /var/lib/registry & httpd=$!\n'
+        'i=0; until wget -q -O - "http://127.0.0.1:$PORT/probe"; do\n'
+        "  i=$((i + 1)); [ $i -lt 100 ] || exit 1; sleep 0.1\n"
+        "done\n"
+        'kill "$httpd"\n'
+    )
+    done = run_in(
+        container, ref, "/bin/sh", "-c", script, network="host", env={"PORT": str(free_port())}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == "blob"
