@@ -223,6 +223,9 @@ class Controller:
                 self.metrics.latency.labels(kind).observe(time.monotonic() - started)
             span.set_attribute(otel.RECONCILE_OUTCOME, outcome.value)
         self.metrics.reconciles.labels(kind, outcome.value).inc()
+        recheck = self.reconcilers[kind].take_recheck(namespace, name)
+        if recheck is not None:
+            self.queue.add_after(key, recheck)
 
     def informers(self) -> list[Informer]:
         return [*self.resources.values(), *self.owned.values()]

@@ -38,6 +38,13 @@ class StatusBuilder:
         self._clock = clock
         self._conditions: dict[str, Condition] = {}
         self.fields: dict[str, Any] = {}
+        # Seconds after which the object is to be reconciled again without any event: a
+        # read of a backend (capabilities, tools) failed, and nothing else would retry it.
+        self.recheck_in: float | None = None
+
+    def recheck(self, seconds: float) -> None:
+        """Ask for another reconcile after ``seconds`` (the earliest asked wins)."""
+        self.recheck_in = seconds if self.recheck_in is None else min(self.recheck_in, seconds)
 
     def condition(
         self, type_: str, status: bool | ConditionStatus, reason: str, message: str = ""

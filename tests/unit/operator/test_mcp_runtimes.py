@@ -212,10 +212,15 @@ async def test_a_server_that_does_not_answer_is_reported() -> None:
     listed = next(c for c in status["conditions"] if c["type"] == reasons.TOOLS_LISTED)
     assert (listed["status"], listed["reason"]) == ("False", reasons.TOOL_LIST_FAILED)
     assert listed["message"] == (
-        "tools/list at http://tools.ns.svc:8000/mcp failed (ClientConnectorError); "
-        "retried on the next change"
+        "tools/list at http://tools.ns.svc:8000/mcp failed (ClientConnectorError); retrying"
     )
     assert "availableTools" not in status
+    # Nothing else would list again (the Service may answer soon after its pod is Ready):
+    # the reconcile asks to run again, later each time it fails.
+    assert rec.take_recheck("ns", "tools") == 2.0
+    assert rec.take_recheck("ns", "tools") is None
+    await rec.reconcile("ns", "tools")
+    assert rec.take_recheck("ns", "tools") == 4.0
     # The workload itself is fine: the listing does not decide readiness.
     assert status["phase"] == reasons.PHASE_READY
 

@@ -167,10 +167,16 @@ async def test_the_reconciler_reads_once_per_generation_and_keeps_the_last_known
     assert capability_condition(status) == (
         "False",
         reasons.CAPABILITY_READ_FAILED,
-        "reading capabilities at http://ol.ns.svc:11434 failed (CapabilityError); "
-        "retried on the next change",
+        "reading capabilities at http://ol.ns.svc:11434 failed (CapabilityError); retrying",
     )
     assert status["modelCapabilities"] == {"smollm2:135m": ["completion"]}
+    assert rec.take_recheck("ns", "ol") == 2.0
+    # Read again when asked: the backend answers, no further recheck is asked for.
+    backend.failing = False
+    await rec.reconcile("ns", "ol")
+    assert len(asked) == 3
+    assert rec.take_recheck("ns", "ol") is None
+    assert capability_condition(ctx.status_of("ModelAPI", "ns", "ol"))[0] == "True"
     # The workload itself is fine: the read does not decide readiness.
     assert status["phase"] == reasons.PHASE_READY
 
@@ -191,7 +197,9 @@ async def test_a_proxy_that_does_not_answer_is_reported() -> None:
     assert capability_condition(status) == (
         "False",
         reasons.CAPABILITY_READ_FAILED,
-        "reading capabilities at http://llm.ns.svc:4000 failed (ClientConnectorError); "
-        "retried on the next change",
+        "reading capabilities at http://llm.ns.svc:4000 failed (ClientConnectorError); retrying",
     )
     assert "modelCapabilities" not in status
+    assert rec.take_recheck("ns", "llm") == 2.0
+    await rec.reconcile("ns", "llm")
+    assert rec.take_recheck("ns", "llm") == 4.0

@@ -95,6 +95,17 @@ def invalid_message(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+# Failed reads of a backend (a ModelAPI's capabilities, an MCPServer's tools) are retried
+# after 2, 4, 8 ... seconds, at most five minutes apart.
+RECHECK_BASE = 2.0
+RECHECK_MAX = 300.0
+
+
+def recheck_delay(failures: int) -> float:
+    """The wait before the next read after ``failures`` failed reads in a row."""
+    return float(min(RECHECK_BASE * 2 ** max(failures - 1, 0), RECHECK_MAX))
+
+
 def retry_message(exc: BaseException) -> str:
     """A status message for a temporary error: the API's status and reason, no text of ours."""
     if isinstance(exc, ApiError) and exc.status:
@@ -116,6 +127,8 @@ class Reconciler(ABC, Generic[R]):
         # (namespace, name) -> (uid, generation, hash of desired objects) of the last
         # apply the API server refused, with its error: the same apply is not sent again.
         self._refused: dict[tuple[str, str], tuple[tuple[str, int, str], PermanentError]] = {}
+        # (namespace, name) -> seconds: reconcile again after that long (StatusBuilder.recheck).
+        self._rechecks: dict[tuple[str, str], float] = {}
 
     @property
     def kind(self) -> str:
@@ -175,7 +188,13 @@ class Reconciler(ABC, Generic[R]):
             log.warning("status not written", extra={"key": _key(raw), "error": str(exc)})
         if retry is not None:
             raise retry
+        if status.recheck_in is not None:
+            self._rechecks[(namespace, name)] = status.recheck_in
         return outcome
+
+    def take_recheck(self, namespace: str, name: str) -> float | None:
+        """The delay the last reconcile of this object asked for, once."""
+        return self._rechecks.pop((namespace, name), None)
 
     # -- what kinds share ---------------------------------------------------------------
 

@@ -13,7 +13,12 @@ from kaos_operator.capabilities import CapabilityReader, read_capabilities
 from kaos_operator.context import ReconcileContext
 from kaos_operator.desired import ModelAPIContext, desired_modelapi_objects, security
 from kaos_operator.desired.modelapi import model_api_endpoint
-from kaos_operator.reconcilers.base import DeploymentState, Reconciler, deployment_state
+from kaos_operator.reconcilers.base import (
+    DeploymentState,
+    Reconciler,
+    deployment_state,
+    recheck_delay,
+)
 from kaos_operator.status import Clock, StatusBuilder, utc_now
 
 log = logging.getLogger(__name__)
@@ -36,6 +41,8 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
         # (namespace, name) -> ((uid, generation), capabilities) of the last good read: what
         # a model can do changes only with the spec (or the image), so one read per generation.
         self._capabilities: dict[tuple[str, str], tuple[tuple[str, int], dict[str, list[str]]]] = {}
+        # (namespace, name) -> failed reads in a row: the next read waits twice as long.
+        self._failures: dict[tuple[str, str], int] = {}
 
     async def sync(self, res: ModelAPI, status: StatusBuilder) -> None:
         endpoint = model_api_endpoint(res)
@@ -118,17 +125,27 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
             except Exception as exc:  # noqa: BLE001  (a backend that is down is reported)
                 # The class only: a transport error's text can carry the backend's answer.
                 cause = type(exc).__name__
-                log.info("capabilities not read", extra={"api": res.name, "error": cause})
+                failures = self._failures.get(key, 0) + 1
+                self._failures[key] = failures
+                # A Service answers some time after its pod turns Ready (kube-proxy's rules
+                # follow the endpoint): read again, sooner at first, without waiting for an
+                # event that may never come.
+                delay = recheck_delay(failures)
+                log.info(
+                    "capabilities not read",
+                    extra={"api": res.name, "error": cause, "retry_in_s": delay},
+                )
                 status.condition(
                     reasons.CAPABILITIES_READ,
                     False,
                     reasons.CAPABILITY_READ_FAILED,
-                    f"reading capabilities at {endpoint} failed ({cause}); retried on the "
-                    "next change",
+                    f"reading capabilities at {endpoint} failed ({cause}); retrying",
                 )
+                status.recheck(delay)
                 if known:
                     status.fields[CAPABILITIES_FIELD] = dict(known)
                 return
+            self._failures.pop(key, None)
             self._capabilities[key] = (version, capabilities)
         status.fields[CAPABILITIES_FIELD] = capabilities
         status.condition(
