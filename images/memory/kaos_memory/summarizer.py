@@ -122,11 +122,16 @@ class Summarizer:
     ) -> tuple[str, TokenCounts | None, str | None]:
         if self._session is None:
             raise RuntimeError("summarizer is not started")
-        body = {
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": digest_messages(previous, turns, self.system_prompt),
             "temperature": 0,
         }
+        if self.max_tokens is not None:
+            # The model stops where the answer would be refused anyway: a small model that
+            # rambles holds a shared model for seconds, not for its whole context (and past
+            # the call's timeout, where its answer is lost all the same).
+            body["max_tokens"] = self.max_tokens
         try:
             async with self._session.post(self.url, json=body) as resp:
                 if resp.status >= 300:

@@ -103,6 +103,10 @@ _ESCAPE_RE = re.compile(r"[%\s]")
 _UNESCAPE_RE = re.compile(r"%([0-9A-F]{2,6});")
 
 
+# The longest extraction answer asked of the model (see the Mem0 config below).
+EXTRACTION_MAX_TOKENS = 1024
+
+
 def to_entity_id(value: str) -> str:
     return _ESCAPE_RE.sub(lambda m: f"%{ord(m.group(0)):02X};", value)
 
@@ -192,6 +196,10 @@ def mem0_config(settings: MemorySettings) -> dict[str, Any]:
                 "model": models.summarization_model,
                 "api_key": models.summarization_api_key or "unused",
                 "openai_base_url": models.summarization_base_url,
+                # Mem0 asks for up to 2,000 tokens. A fold's facts take a few hundred; a
+                # small model that rambles (or pads its JSON with whitespace) would hold the
+                # model for minutes, past the call's timeout, for an answer refused anyway.
+                "max_tokens": EXTRACTION_MAX_TOKENS,
             },
         },
         "embedder": {
