@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+from kaos_memory.settings import MemorySettings
 from psycopg import sql
 
 from tests.support.postgres import pg_query
@@ -168,3 +170,36 @@ class MemoryDb:
         parts += [json.dumps(self.attribution()), self.vector_store_text()]
         parts += [json.dumps(self.mem0_history()), json.dumps(self.mem0_messages())]
         return "\n".join(parts)
+
+
+def consolidation_stores(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    data_dir: Path,
+    model_base_url: str,
+    collection: str,
+    **settings: Any,
+) -> tuple[MemorySettings, MemoryDb]:
+    """Settings for a memory service's consolidation parts run in the test process, on
+    real stores (``request.param``: "local", or "external" on the ``pg_dsn`` fixture's
+    PostgreSQL) with Mem0 and the development model at ``model_base_url``, and the reader
+    of those stores. ``settings`` adds to or overrides the settings."""
+    # Mem0 reads both at import and the adapter sets them; restored after the test.
+    monkeypatch.setenv("MEM0_TELEMETRY", "False")
+    monkeypatch.setenv("MEM0_DIR", str(data_dir / "mem0"))
+    dsn = request.getfixturevalue("pg_dsn") if request.param == "external" else None
+    memory_settings = MemorySettings(
+        storage=request.param,
+        data_dir=data_dir,
+        dsn=dsn,
+        collection=collection,
+        model_base_url=model_base_url,
+        summarization_model="dev-summarizer",
+        embedding_model="dev-embedder",
+        embedding_dims=64,
+        **settings,
+    )
+    db = MemoryDb(
+        backend=request.param, data_dir=memory_settings.data_dir, dsn=dsn, collection=collection
+    )
+    return memory_settings, db

@@ -27,7 +27,7 @@ from kaos_memory.storage.longterm import FOLD_KEY
 from prometheus_client import CollectorRegistry
 
 from tests.support.devmodel import DevModel
-from tests.support.memory import MemoryDb
+from tests.support.memory import MemoryDb, consolidation_stores
 
 WHO = Attribution(group="retry", session="s1", principal="alice", agent="kaos://agent/t/a")
 NO_FOLD = FoldPolicy(trigger_tokens=10_000, target_tokens=10, max_events=10_000)
@@ -49,25 +49,11 @@ async def parts(
     devmodel: DevModel,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Parts]:
-    # Mem0 reads both at import and the adapter sets them; restored after the test.
-    monkeypatch.setenv("MEM0_TELEMETRY", "False")
-    monkeypatch.setenv("MEM0_DIR", str(tmp_path / "data" / "mem0"))
-    dsn = request.getfixturevalue("pg_dsn") if request.param == "external" else None
-    settings = MemorySettings(
-        storage=request.param,
-        data_dir=tmp_path / "data",
-        dsn=dsn,
-        collection="kaos_retry",
-        model_base_url=devmodel.base_url,
-        summarization_model="dev-summarizer",
-        embedding_model="dev-embedder",
-        embedding_dims=64,
+    settings, db = consolidation_stores(
+        request, monkeypatch, tmp_path / "data", devmodel.base_url, "kaos_retry"
     )
     clock = FakeClock()
     deps = default_deps(settings, clock)  # the service's own parts for these settings
-    db = MemoryDb(
-        backend=request.param, data_dir=settings.data_dir, dsn=dsn, collection="kaos_retry"
-    )
     try:
         await deps.conversation.start()
         await deps.longterm.start()

@@ -26,7 +26,6 @@ from kaos_memory.deps import MemoryDeps, default_deps
 from kaos_memory.executor import BackgroundExecutor, RetryPolicy
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import Attribution
-from kaos_memory.settings import MemorySettings
 from kaos_memory.storage import mem0llm
 from kaos_memory.storage.base import FoldPolicy, NewTurn
 from kaos_memory.storage.longterm import FOLD_KEY
@@ -36,7 +35,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from tests.support.devmodel import DevModel
-from tests.support.memory import MemoryDb
+from tests.support.memory import MemoryDb, consolidation_stores
 
 WHO = Attribution(group="answers", session="s1", principal="alice", agent="kaos://agent/t/a")
 FOLD_ALL = FoldPolicy(trigger_tokens=1, target_tokens=0, max_events=10_000)
@@ -78,28 +77,18 @@ async def parts(
     spans: InMemorySpanExporter,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Parts]:
-    # Mem0 reads both at import and the adapter sets them; restored after the test.
-    monkeypatch.setenv("MEM0_TELEMETRY", "False")
-    monkeypatch.setenv("MEM0_DIR", str(tmp_path / "data" / "mem0"))
-    dsn = request.getfixturevalue("pg_dsn") if request.param == "external" else None
-    settings = MemorySettings(
-        storage=request.param,
-        data_dir=tmp_path / "data",
-        dsn=dsn,
-        collection="kaos_answers",
-        model_base_url=devmodel.base_url,
-        summarization_model="dev-summarizer",
-        embedding_model="dev-embedder",
-        embedding_dims=64,
+    settings, db = consolidation_stores(
+        request,
+        monkeypatch,
+        tmp_path / "data",
+        devmodel.base_url,
+        "kaos_answers",
         answer_retries=RETRIES,
         digest_max_tokens=64,
     )
     deps = default_deps(settings, FakeClock())
     registry = CollectorRegistry()
     deps.longterm.measure_with(GenAiMetrics.create(registry))
-    db = MemoryDb(
-        backend=request.param, data_dir=settings.data_dir, dsn=dsn, collection="kaos_answers"
-    )
     try:
         await deps.conversation.start()
         await deps.longterm.start()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=CustomObject)
 M = TypeVar("M", bound=CustomObject)
+V = TypeVar("V")
 
 
 class Outcome(enum.StrEnum):
@@ -104,6 +106,44 @@ RECHECK_MAX = 300.0
 def recheck_delay(failures: int) -> float:
     """The wait before the next read after ``failures`` failed reads in a row."""
     return float(min(RECHECK_BASE * 2 ** max(failures - 1, 0), RECHECK_MAX))
+
+
+@dataclass(frozen=True)
+class ReadFailure:
+    """A failed read of a backend: the error, and the wait before the next read."""
+
+    error: Exception
+    delay: float
+
+
+class BackendReads(Generic[V]):
+    """What a backend said about each object (a ModelAPI's capabilities, an MCPServer's
+    tools): it changes only with the spec, so the last good read is kept per (uid,
+    generation); failed reads in a row are counted, the next one waiting twice as long."""
+
+    def __init__(self) -> None:
+        # (namespace, name) -> ((uid, generation), value) of the last good read.
+        self._values: dict[tuple[str, str], tuple[tuple[str, int], V]] = {}
+        # (namespace, name) -> failed reads in a row.
+        self._failures: dict[tuple[str, str], int] = {}
+
+    async def read(self, res: CustomObject, read: Callable[[], Awaitable[V]]) -> V | ReadFailure:
+        """The value read for this generation of ``res`` (``read`` runs once per generation
+        until it succeeds), or the failure with ``recheck_delay`` of the failures so far."""
+        key = (res.namespace, res.name)
+        version = (res.metadata.uid, res.metadata.generation)
+        cached = self._values.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        try:
+            value = await read()
+        except Exception as exc:  # noqa: BLE001  (a backend that is down is reported)
+            failures = self._failures.get(key, 0) + 1
+            self._failures[key] = failures
+            return ReadFailure(exc, recheck_delay(failures))
+        self._failures.pop(key, None)
+        self._values[key] = (version, value)
+        return value
 
 
 def retry_message(exc: BaseException) -> str:

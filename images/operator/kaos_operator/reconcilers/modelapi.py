@@ -14,10 +14,11 @@ from kaos_operator.context import ReconcileContext
 from kaos_operator.desired import ModelAPIContext, desired_modelapi_objects, security
 from kaos_operator.desired.modelapi import model_api_endpoint
 from kaos_operator.reconcilers.base import (
+    BackendReads,
     DeploymentState,
+    ReadFailure,
     Reconciler,
     deployment_state,
-    recheck_delay,
 )
 from kaos_operator.status import Clock, StatusBuilder, utc_now
 
@@ -38,11 +39,8 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
     ) -> None:
         super().__init__(ctx, clock=clock)
         self._read_capabilities = capability_reader
-        # (namespace, name) -> ((uid, generation), capabilities) of the last good read: what
-        # a model can do changes only with the spec (or the image), so one read per generation.
-        self._capabilities: dict[tuple[str, str], tuple[tuple[str, int], dict[str, list[str]]]] = {}
-        # (namespace, name) -> failed reads in a row: the next read waits twice as long.
-        self._failures: dict[tuple[str, str], int] = {}
+        # What a model can do changes only with the spec (or the image): one read per generation.
+        self._capabilities: BackendReads[dict[str, list[str]]] = BackendReads()
 
     async def sync(self, res: ModelAPI, status: StatusBuilder) -> None:
         endpoint = model_api_endpoint(res)
@@ -112,41 +110,31 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
                 "read from the backend once the Deployment is available",
             )
             return
-        key = (res.namespace, res.name)
-        version = (res.metadata.uid, res.metadata.generation)
-        cached = self._capabilities.get(key)
-        if cached is not None and cached[0] == version:
-            capabilities = cached[1]
-        else:
-            try:
-                capabilities = await self._read_capabilities(
-                    endpoint, res.spec.mode, res.spec.served_models()
-                )
-            except Exception as exc:  # noqa: BLE001  (a backend that is down is reported)
-                # The class only: a transport error's text can carry the backend's answer.
-                cause = type(exc).__name__
-                failures = self._failures.get(key, 0) + 1
-                self._failures[key] = failures
-                # A Service answers some time after its pod turns Ready (kube-proxy's rules
-                # follow the endpoint): read again, sooner at first, without waiting for an
-                # event that may never come.
-                delay = recheck_delay(failures)
-                log.info(
-                    "capabilities not read",
-                    extra={"api": res.name, "error": cause, "retry_in_s": delay},
-                )
-                status.condition(
-                    reasons.CAPABILITIES_READ,
-                    False,
-                    reasons.CAPABILITY_READ_FAILED,
-                    f"reading capabilities at {endpoint} failed ({cause}); retrying",
-                )
-                status.recheck(delay)
-                if known:
-                    status.fields[CAPABILITIES_FIELD] = dict(known)
-                return
-            self._failures.pop(key, None)
-            self._capabilities[key] = (version, capabilities)
+        capabilities = await self._capabilities.read(
+            res,
+            lambda: self._read_capabilities(endpoint, res.spec.mode, res.spec.served_models()),
+        )
+        if isinstance(capabilities, ReadFailure):
+            # The class only: a transport error's text can carry the backend's answer.
+            cause = type(capabilities.error).__name__
+            # A Service answers some time after its pod turns Ready (kube-proxy's rules
+            # follow the endpoint): read again, sooner at first, without waiting for an
+            # event that may never come.
+            delay = capabilities.delay
+            log.info(
+                "capabilities not read",
+                extra={"api": res.name, "error": cause, "retry_in_s": delay},
+            )
+            status.condition(
+                reasons.CAPABILITIES_READ,
+                False,
+                reasons.CAPABILITY_READ_FAILED,
+                f"reading capabilities at {endpoint} failed ({cause}); retrying",
+            )
+            status.recheck(delay)
+            if known:
+                status.fields[CAPABILITIES_FIELD] = dict(known)
+            return
         status.fields[CAPABILITIES_FIELD] = capabilities
         status.condition(
             reasons.CAPABILITIES_READ,
