@@ -64,6 +64,21 @@ INSTRUCTIONS = {
 SAMPLING = {"temperature": 0.0, "maxTokens": 64}
 STORE_BUDGET = 256
 
+# A window that folds after a few of the lines below. At temperature 0 the model answers
+# the same prompt the same way: tests/e2e/realmodel and the real-node suite write these lines
+# into a store with this budget, so both get the same digest.
+FOLD_BUDGET = 48
+FOLD_LINES = [
+    ("user", "I live in Lisbon and I work as a nurse."),
+    ("assistant", "Lisbon is a lovely city. Nursing is important work."),
+    ("user", "My sister Maria visits me every summer."),
+    ("assistant", "That sounds like a nice tradition."),
+    ("user", "I have a dog called Bolt and I am learning the guitar."),
+    ("assistant", "Bolt is a great name for a dog."),
+    ("user", "Next month I travel to Porto for a conference."),
+    ("assistant", "Have a good trip to Porto."),
+]
+
 
 @dataclass(frozen=True)
 class RealModelFiles:

@@ -41,6 +41,7 @@ from tests.e2e.kind.helpers import (
 )
 from tests.support.cluster import wait_until
 from tests.support.ollama import create_model, serve_ollama, why_ollama_cannot_run
+from tests.support.realstack import FOLD_BUDGET, FOLD_LINES
 
 pytestmark = [pytest.mark.kind, pytest.mark.realmodel, pytest.mark.timeout(SUITE_TIMEOUT)]
 
@@ -231,7 +232,7 @@ def _kaos_objects() -> list[dict[str, Any]]:
                 },
             },
             # A small window: a few turns fold, and the model's prompt stays within its context.
-            "tiers": {"shortTerm": {"tokenBudget": 48, "idleFlushSeconds": 0}},
+            "tiers": {"shortTerm": {"tokenBudget": FOLD_BUDGET, "idleFlushSeconds": 0}},
         },
     )
     return [hosted, proxy, chat, tools, store]
@@ -413,17 +414,8 @@ def test_store_digests_and_extracts_with_the_real_model(real_model: RealModel) -
     kind = real_model.kind
     mark = token()
     principal, session = f"ann-{mark}", f"fold-{mark}"
-    lines = [
-        "I live in Lisbon and I work as a nurse.",
-        "My sister Maria visits me every summer.",
-        "I am learning to play the guitar.",
-        "My favourite food is grilled sardines.",
-        "I have a dog called Bolt.",
-        "Next month I travel to Porto for a conference.",
-    ]
     with memory_of(kind, "memory-real", "real-chat") as memory:
-        for i, line in enumerate(lines):
-            turn = ("user" if i % 2 == 0 else "assistant", line)
+        for turn in FOLD_LINES:
 
             async def write(m: MemoryServiceClient, turn: tuple[str, str] = turn) -> Any:
                 return await m.write([turn], session_id=session, principal=principal)

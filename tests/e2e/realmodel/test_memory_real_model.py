@@ -17,21 +17,12 @@ from tests.fixtures.memory import MakeMemory
 from tests.support.cluster import wait_until
 from tests.support.devmodel import DevModel
 from tests.support.ollama import MODEL, Ollama, create_model, serve_ollama, why_ollama_cannot_run
+from tests.support.realstack import FOLD_BUDGET, FOLD_LINES
 
 pytestmark = [pytest.mark.realmodel, pytest.mark.postgres, pytest.mark.timeout(900)]
 
 # A digest and an extraction on two shared cores: a few seconds each, after the fold.
 FOLD_TIMEOUT = 300.0
-LINES = [
-    ("user", "I live in Lisbon and I work as a nurse."),
-    ("assistant", "Lisbon is a lovely city. Nursing is important work."),
-    ("user", "My sister Maria visits me every summer."),
-    ("assistant", "That sounds like a nice tradition."),
-    ("user", "I have a dog called Bolt and I am learning the guitar."),
-    ("assistant", "Bolt is a great name for a dog."),
-    ("user", "Next month I travel to Porto for a conference."),
-    ("assistant", "Have a good trip to Porto."),
-]
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +57,14 @@ def test_a_store_on_the_real_model_digests_and_loses_no_turn(
         summarization_model=MODEL,
         # Embeddings stay with the development model: the chat model is under test.
         embedding_base_url=devmodel.base_url,
-        token_budget=48,
+        token_budget=FOLD_BUDGET,
         idle_flush_seconds=0,
     )
     session, principal = "real-1", "ann"
 
     async def write() -> None:
         async with server.client(agent=agent_identity("ns", "agent-a")) as mem:
-            for role, text in LINES:
+            for role, text in FOLD_LINES:
                 await mem.write([(role, text)], session_id=session, principal=principal)
 
     asyncio.run(write())
@@ -94,4 +85,4 @@ def test_a_store_on_the_real_model_digests_and_loses_no_turn(
     unusable = counted.get('kaos_memory_extractions_total{outcome="unusable"}', 0.0)
     assert done + unusable == len(folds), (folds, counted)
     # Whatever the model answered, every turn written is still in the store.
-    assert [(t["role"], t["content"]) for t in db.turns()] == LINES
+    assert [(t["role"], t["content"]) for t in db.turns()] == FOLD_LINES

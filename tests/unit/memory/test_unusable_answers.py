@@ -100,6 +100,16 @@ async def parts(
         await deps.conversation.close()
 
 
+async def requests_about(devmodel: DevModel, kind: str, text: str) -> int:
+    """The model requests of ``kind`` about ``text``: this test's own, whatever else the
+    session's development model serves (a service of another test may still be folding)."""
+    return sum(
+        1
+        for r in await devmodel.arequests()
+        if r.get("kind") == kind and any(text in str(m.get("content")) for m in r["messages"])
+    )
+
+
 async def consolidate(parts: Parts, turns: list[NewTurn]) -> None:
     """Write ``turns`` and run the session's consolidation job to its end."""
     await parts.deps.conversation.append(WHO, turns, True, FOLD_ALL)
@@ -164,7 +174,7 @@ async def test_unusable_extraction_answers_are_retried_then_recorded_and_nothing
     assert not [p for p in parts.db.vector_payloads() if p.get(FOLD_KEY) == str(fold["id"])]
 
     asked = 1 + RETRIES
-    assert (await devmodel.astats())["extraction"] == asked
+    assert await requests_about(devmodel, "extraction", "I keep bees on my roof") == asked
     unusable = {"step": "extraction", "reason": "not_json"}
     assert parts.sample("kaos_memory_unusable_answers_total", **unusable) == asked
     assert parts.sample("kaos_memory_extractions_total", outcome="unusable") == 1
@@ -218,7 +228,7 @@ async def test_a_retry_that_gets_a_usable_answer_extracts(
     [fold] = parts.folds()
     assert fold["extraction_status"] == "done"
     assert [p["data"] for p in parts.db.vector_payloads()] == ["I grow tomatoes on my balcony"]
-    assert (await devmodel.astats())["extraction"] == 2
+    assert await requests_about(devmodel, "extraction", "I grow tomatoes on my balcony") == 2
     unusable = {"step": "extraction", "reason": mode}
     assert parts.sample("kaos_memory_unusable_answers_total", **unusable) == 1
     assert parts.sample("kaos_memory_extractions_total", outcome="done") == 1
@@ -240,7 +250,7 @@ async def test_a_valid_answer_without_facts_is_not_unusable(
     [fold] = parts.folds()
     assert fold["extraction_status"] == "done"
     assert parts.db.vector_payloads() == []
-    assert (await devmodel.astats())["extraction"] == 1
+    assert await requests_about(devmodel, "extraction", "Hello, how can I help?") == 1
     assert parts.sample("kaos_memory_extractions_total", outcome="done") == 1
     assert parts.sample("kaos_memory_extractions_total", outcome="unusable") == 0
     [extract] = named(parts.spans, "memory.extract")
@@ -258,7 +268,6 @@ async def test_an_unusable_digest_keeps_the_previous_version_and_its_folds_pendi
     [first] = parts.db.digests()
 
     await devmodel.aset_faults(answer=mode, routes=["digest"])
-    asked_before = (await devmodel.astats())["digest"]
     await consolidate(parts, [NewTurn("user", "The bees are Italian", 6)])
 
     assert parts.db.digests() == [first], "the previous version stays the latest"
@@ -268,7 +277,7 @@ async def test_an_unusable_digest_keeps_the_previous_version_and_its_folds_pendi
     assert backoff[1][0] == 1 and backoff[1][1] is not None, "backing off in the outbox"
     assert pending["extraction_status"] == "done", "the extraction does not wait for it"
     asked = 1 + RETRIES
-    assert (await devmodel.astats())["digest"] - asked_before == asked
+    assert await requests_about(devmodel, "digest", "The bees are Italian") == asked
     unusable = {"step": "digest", "reason": reason}
     assert parts.sample("kaos_memory_unusable_answers_total", **unusable) == asked
     assert parts.sample("kaos_memory_folds_total", outcome="failed") == 1
