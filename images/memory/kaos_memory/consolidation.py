@@ -60,7 +60,8 @@ from kaos_memory.storage.base import (
     TurnRow,
 )
 from kaos_memory.storage.errors import UnusableAnswer
-from kaos_memory.storage.mem0llm import ANSWER_REASON, ExtractionAnswers, observe_answers
+from kaos_memory.storage.mem0llm import ExtractionAnswers, observe_answers
+from kaos_memory.storage.model_call import ANSWER_REASON
 from kaos_memory.summarizer import Summarizer, UnusableDigest
 from kaos_memory.telemetry import fold_span
 

@@ -11,19 +11,16 @@ digest budget (a model repeating itself); the caller decides whether to ask agai
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import aiohttp
-from kaos_core.telemetry import conventions as otel
 from kaos_core.telemetry import tracer
 from kaos_core.telemetry.genai_metrics import GenAiMetrics, TokenCounts
-from opentelemetry.trace import SpanKind, StatusCode
 
 from kaos_memory.compaction import count_tokens, digest_messages
 from kaos_memory.storage.base import TurnRow
-from kaos_memory.storage.mem0llm import ANSWER_REASON, ANSWER_VERDICT, FINISH_REASONS
+from kaos_memory.storage.model_call import ANSWER_REASON, ANSWER_VERDICT, model_call
 
 _TRACER = tracer(__name__)
 
@@ -77,36 +74,16 @@ class Summarizer:
             self._session = None
 
     async def digest(self, previous: str | None, turns: Sequence[TurnRow]) -> str:
-        attributes = {otel.OPERATION: "chat", otel.REQUEST_MODEL: self.model}
-        with _TRACER.start_as_current_span(
-            f"chat {self.model}",
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            record_exception=False,  # the class only, set below: the text may quote turns
-            set_status_on_exception=False,
-        ) as span:
-            started = time.perf_counter()
-            usage: TokenCounts | None = None
-            try:
-                text, usage, finish = await self._digest(previous, turns)
-            except Exception as exc:
-                span.set_status(StatusCode.ERROR, type(exc).__name__)
-                span.set_attribute("error.type", type(exc).__name__)
-                raise
-            finally:
-                if self._metrics is not None:
-                    self._metrics.record("", self.model, time.perf_counter() - started, usage)
-            if usage is not None:
-                span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-                span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-            if finish is not None:
-                span.set_attribute(FINISH_REASONS, (finish,))
-            reason = self._unusable(text, finish)
-            span.set_attribute(ANSWER_VERDICT, "unusable" if reason else "digest")
+        with model_call(_TRACER, self.model, self._metrics) as call:
+            text, call.usage, call.finish = await self._digest(previous, turns)
+            reason = self._unusable(text, call.finish)
+            call.span.set_attribute(ANSWER_VERDICT, "unusable" if reason else "digest")
             if reason is not None:
-                span.set_attribute(ANSWER_REASON, reason)
-                raise UnusableDigest(reason)
-            return text
+                call.span.set_attribute(ANSWER_REASON, reason)
+        # Raised once the span is closed: an unusable answer is the model's, not a failed call.
+        if reason is not None:
+            raise UnusableDigest(reason)
+        return text
 
     def _unusable(self, text: str, finish: str | None) -> DigestReason | None:
         if finish == "length":

@@ -25,24 +25,19 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kaos_core.telemetry import conventions as otel
 from kaos_core.telemetry import tracer
 from kaos_core.telemetry.genai_metrics import GenAiMetrics, TokenCounts
-from opentelemetry.trace import SpanKind, StatusCode
 
 from kaos_memory.storage.errors import UnusableAnswer
+from kaos_memory.storage.model_call import ANSWER_REASON, ANSWER_VERDICT, model_call
 
 _TRACER = tracer(__name__)
 
-ANSWER_VERDICT = "kaos.memory.answer.verdict"
-ANSWER_REASON = "kaos.memory.answer.reason"
-FINISH_REASONS = "gen_ai.response.finish_reasons"
 
 Verdict = Literal["facts", "no_facts", "unusable"]
 # Why an answer was unusable: nothing in it, no JSON in it, JSON that is not Mem0's
@@ -174,41 +169,21 @@ class CheckedLlm:
         *,
         judged: bool,
     ) -> tuple[Any, Judged | None]:
-        attributes = {otel.OPERATION: "chat", otel.REQUEST_MODEL: self._model}
-        with _TRACER.start_as_current_span(
-            f"chat {self._model}",
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            record_exception=False,  # the class only, set below: the text may quote turns
-            set_status_on_exception=False,
-        ) as span:
-            self._seen.response = None
-            started = time.perf_counter()
-            usage: TokenCounts | None = None
+        self._seen.response = None
+        with model_call(_TRACER, self._model, self._metrics) as call:
             try:
                 text = self._inner.generate_response(
                     messages=messages, response_format=response_format, **kwargs
                 )
-                usage, finish = _read_response(self._seen.response)
-            except Exception as exc:
-                span.set_status(StatusCode.ERROR, type(exc).__name__)
-                span.set_attribute("error.type", type(exc).__name__)
-                raise
+                call.usage, call.finish = _read_response(self._seen.response)
             finally:
                 self._seen.response = None
-                if self._metrics is not None:
-                    self._metrics.record("", self._model, time.perf_counter() - started, usage)
-            if usage is not None:
-                span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-                span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-            if finish is not None:
-                span.set_attribute(FINISH_REASONS, (finish,))
             if not judged:
                 return text, None
-            verdict = judge(text, finish)
-            span.set_attribute(ANSWER_VERDICT, verdict.verdict)
+            verdict = judge(text, call.finish)
+            call.span.set_attribute(ANSWER_VERDICT, verdict.verdict)
             if verdict.reason is not None:
-                span.set_attribute(ANSWER_REASON, verdict.reason)
+                call.span.set_attribute(ANSWER_REASON, verdict.reason)
             return text, verdict
 
 
