@@ -40,7 +40,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 from benchlib import memory_service, percentile, until_metrics
-from kaos_core.devmodel import embeddings
+from kaos_devmodel import embeddings
 from kaos_memory.storage import pgfacts
 from psycopg import sql
 
@@ -74,7 +74,7 @@ def _word(n: int) -> str:
 
 
 def _sentences(count: int, rng: random.Random) -> tuple[list[str], Any]:
-    """``count`` sentences and their unit vectors (``kaos_core.devmodel.embeddings``)."""
+    """``count`` sentences and their unit vectors (``kaos_devmodel.embeddings``)."""
     np_rng = np.random.default_rng(rng.randrange(2**32))
     words = (np_rng.zipf(1.2, size=(count, WORDS_PER_FACT)) - 1) % VOCABULARY
     slots = [embeddings._slot(_word(n), DIMS) for n in range(VOCABULARY)]

@@ -45,7 +45,7 @@ class DevModel:
             raise DevModelControlError(f"{method} {path}: HTTP {exc.code}: {detail}") from None
 
     def set_script(self, rules: list[dict[str, Any]]) -> dict[str, Any]:
-        """Replace the scripted rules (see ``kaos_core.devmodel.script``)."""
+        """Replace the scripted rules (see ``kaos_devmodel.script``)."""
         result: dict[str, Any] = self._call("POST", "/control/script", {"rules": rules})
         return result
 

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from kaos_core.cli.tools import CliError, find_tool, first_line
+from kaos_cli.tools import CliError, find_tool, first_line
 
 from tests.support.procs import REPO_ROOT
 

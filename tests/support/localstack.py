@@ -66,10 +66,10 @@ from kaos_agent.mcp_runtime.settings import McpSettings
 from kaos_agent.settings import AgentSettings
 from kaos_core.auth import names as auth_names
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
-from kaos_core.devmodel import DevModelSettings
 from kaos_core.memory.client import MemoryServiceClient
 from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER, agent_identity
 from kaos_core.telemetry import TelemetrySettings
+from kaos_devmodel import DevModelSettings
 from kaos_memory.settings import MemorySettings
 from kaos_operator.desired import AgentContext, Endpoint, McpContext, MemoryStoreContext, security
 from kaos_operator.desired import agent_env as desired_agent_env
@@ -1058,7 +1058,7 @@ def environ_of(proc: ServiceProcess) -> dict[str, str]:
 # --- the scripted model -------------------------------------------------------------------
 
 # What the development model answers in the conversation of ``make run`` and the tests
-# (rules of ``kaos_core.devmodel.script``; anything else is echoed).
+# (rules of ``kaos_devmodel.script``; anything else is echoed).
 DELEGATED_MESSAGE = "Please shout: hello from Lisbon"
 WORD_COUNT_TEXT = "memory is augmentation never a hard dependency"
 # A long answer (about 1,500 tokens by the store's estimate): three of them push a

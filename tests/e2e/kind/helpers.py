@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kaos_core.cli.agent import chat
-from kaos_core.cli.portforward import port_forward
+from kaos_cli.agent import chat
+from kaos_cli.portforward import port_forward
 from kaos_core.memory.client import MemoryServiceClient
 from kaos_core.memory.identity import agent_identity
 

@@ -20,8 +20,8 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from kaos_core.cli.agent import stream_chat
-from kaos_core.cli.portforward import port_forward
+from kaos_cli.agent import stream_chat
+from kaos_cli.portforward import port_forward
 from kaos_core.memory.client import MemoryServiceClient
 from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
 

@@ -32,9 +32,9 @@ from typing import Any, TypeVar
 import aiohttp
 import pytest
 from kaos_core.crds import Telemetry
-from kaos_core.devmodel.protocol import word_count
 from kaos_core.memory.client import MemoryServiceClient
 from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
+from kaos_devmodel.protocol import word_count
 
 from tests.support.jaeger import CLIENT, SERVER, Jaeger, Span
 from tests.support.localstack import (

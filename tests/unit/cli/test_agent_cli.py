@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from kaos_core.cli.main import main
+from kaos_cli.main import main
 
 from tests.fixtures.agent import AgentFactory
 

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from kaos_core.cli.main import main
+from kaos_cli.main import main
 
 from tests.support.procs import free_port
 

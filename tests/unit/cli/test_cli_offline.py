@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 import yaml
-from kaos_core.cli.agent import tools_from_card, tools_from_spec
-from kaos_core.cli.kube import explain
-from kaos_core.cli.main import main
-from kaos_core.cli.resources import since
-from kaos_core.cli.samples import description, samples_dir
-from kaos_core.cli.system import lease_health
+from kaos_cli.agent import tools_from_card, tools_from_spec
+from kaos_cli.kube import explain
+from kaos_cli.main import main
+from kaos_cli.resources import since
+from kaos_cli.samples import description, samples_dir
+from kaos_cli.system import lease_health
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
 from pydantic import BaseModel
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from kaos_core.cli.reference import BEGIN, END, render
+from kaos_cli.reference import BEGIN, END, render
 
 from tests.support.procs import REPO_ROOT, console_script
 from tests.unit.cli.shells import zsh_complete
@@ -62,7 +62,7 @@ def test_readme_cli_section_is_the_generated_reference() -> None:
     readme = (REPO_ROOT / "README.md").read_text()
     assert BEGIN in readme and END in readme, "README lacks the generated CLI reference"
     current = readme[readme.index(BEGIN) : readme.index(END) + len(END)] + "\n"
-    assert current == render(), "README is stale: run python -m kaos_core.cli.reference"
+    assert current == render(), "README is stale: run python -m kaos_cli.reference"
     for group, commands in GROUPS.items():
         for command in commands:
             assert f"`kaos {group} {command}" in current
@@ -116,7 +116,7 @@ def test_without_the_cli_extra_kaos_names_it() -> None:
     """The images install the core without ``kaos[cli]``: the entry point must say so."""
     code = (
         "import sys; sys.modules['click'] = None\n"
-        "from kaos_core.cli.main import main\n"
+        "from kaos_cli.main import main\n"
         "sys.exit(main(['agent', 'list']))"
     )
     proc = subprocess.run(

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from kaos_core.cli.main import main
+from kaos_cli.main import main
 
 from tests.fixtures.memory import MakeMemory, MemoryServer
 

@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from kaos_core.cli.portforward import free_port
-from kaos_core.cli.tools import CliError
-from kaos_core.cli.ui import render
-from kaos_core.cli.ui.cluster import Cluster, ClusterError
-from kaos_core.cli.ui.command import REMOTE_REFUSAL, check_address
-from kaos_core.cli.ui.diff import diff_html
-from kaos_core.cli.ui.model import age, summarize, topology
-from kaos_core.cli.ui.render import DigestVersion, Scope
-from kaos_core.cli.ui.server import CSP, UiConfig, create_app
-from kaos_core.cli.ui.topology import render_svg
+from kaos_cli.portforward import free_port
+from kaos_cli.tools import CliError
+from kaos_cli.ui import render
+from kaos_cli.ui.cluster import Cluster, ClusterError
+from kaos_cli.ui.command import REMOTE_REFUSAL, check_address
+from kaos_cli.ui.diff import diff_html
+from kaos_cli.ui.model import age, summarize, topology
+from kaos_cli.ui.render import DigestVersion, Scope
+from kaos_cli.ui.server import CSP, UiConfig, create_app
+from kaos_cli.ui.topology import render_svg
 from kaos_core.memory.contract import Fact, WindowTurn
 from kaos_core.tokens import turn_tokens
 

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import pytest
 from kaos_agent.mcp_runtime.settings import McpSettings
-from kaos_core.devmodel import DevModelSettings
 from kaos_core.http import limits as http_limits
 from kaos_core.http.limits import HttpLimits
 from kaos_core.http.server import ConnectionGuard, GuardedListener
+from kaos_devmodel import DevModelSettings
 
 from tests.fixtures.agent import agent_env
 from tests.fixtures.memory import memory_env

@@ -41,7 +41,7 @@ def _run(script: str, env: dict[str, str]) -> str:
 OFF_SCRIPT = """
 import sys, json, tempfile
 from kaos_core.telemetry import setup_telemetry, enabled
-import kaos_memory.app, kaos_agent.app, kaos_operator.app, kaos_core.devmodel.app
+import kaos_memory.app, kaos_agent.app, kaos_operator.app, kaos_devmodel.app
 import kaos_agent.mcp_runtime.server
 from kaos_agent.app import AgentDeps, create_app as agent_app
 from kaos_agent.settings import AgentSettings

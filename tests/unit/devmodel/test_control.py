@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from kaos_core.devmodel import DevModelSettings, create_app
-from kaos_core.devmodel.__main__ import main
-from kaos_core.devmodel.faults import NOT_JSON, VERBOSE_REPEATS
 from kaos_core.settings import SettingsError
+from kaos_devmodel import DevModelSettings, create_app
+from kaos_devmodel.__main__ import main
+from kaos_devmodel.faults import NOT_JSON, VERBOSE_REPEATS
 
 Serve = Callable[..., AbstractAsyncContextManager[TestClient[Any, Any]]]
 

@@ -7,13 +7,13 @@ import math
 from typing import Any
 
 import pytest
-from kaos_core.devmodel.chat import Answer, PlannedCall, Script, answer
-from kaos_core.devmodel.completions import content_pieces
-from kaos_core.devmodel.digest import EMPTY_DIGEST, write_digest
-from kaos_core.devmodel.embeddings import embed, tokens
-from kaos_core.devmodel.prompts import new_message_user_lines, recognise
-from kaos_core.devmodel.protocol import Message
-from kaos_core.devmodel.script import ScriptError, parse_rules, parse_script_text
+from kaos_devmodel.chat import Answer, PlannedCall, Script, answer
+from kaos_devmodel.completions import content_pieces
+from kaos_devmodel.digest import EMPTY_DIGEST, write_digest
+from kaos_devmodel.embeddings import embed, tokens
+from kaos_devmodel.prompts import new_message_user_lines, recognise
+from kaos_devmodel.protocol import Message
+from kaos_devmodel.script import ScriptError, parse_rules, parse_script_text
 
 
 def msgs(*items: dict[str, Any]) -> list[Message]:

@@ -140,8 +140,8 @@ def test_mem0_reads_an_unusable_extraction_answer_as_no_facts(
 
 
 def test_mem0s_own_prompts_are_recognised(memory_cls: Any) -> None:
-    from kaos_core.devmodel.prompts import extraction_answer, recognise
-    from kaos_core.devmodel.protocol import Message
+    from kaos_devmodel.prompts import extraction_answer, recognise
+    from kaos_devmodel.protocol import Message
     from mem0.configs.prompts import (
         ADDITIVE_EXTRACTION_PROMPT,
         AGENT_CONTEXT_SUFFIX,

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kaos_core.devmodel import DevModelSettings
+from kaos_devmodel import DevModelSettings
 
 from tests.fixtures.memory import COLLECTION, EMBEDDING_DIMS, MakeMemory, MemoryServer
 from tests.support.devmodel import DevModel

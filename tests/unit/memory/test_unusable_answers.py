@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kaos_core.devmodel.faults import NOT_JSON
 from kaos_core.telemetry.genai_metrics import GenAiMetrics
+from kaos_devmodel.faults import NOT_JSON
 from kaos_memory import summarizer as summarizer_module
 from kaos_memory import telemetry
 from kaos_memory.clock import FakeClock

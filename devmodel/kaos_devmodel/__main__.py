@@ -1,0 +1,53 @@
+"""Command line of ``kaos-devmodel``: flags override ``KAOS_DEVMODEL_*`` variables."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from kaos_core.http import run_service
+from kaos_core.http.limits import HttpLimits
+from kaos_core.logging import configure_logging
+from kaos_core.settings import SettingsError, exit_on_settings_error
+from kaos_core.telemetry import setup_telemetry
+
+from kaos_devmodel.app import SERVICE, create_app
+from kaos_devmodel.settings import DevModelSettings
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=SERVICE,
+        description="Deterministic OpenAI-compatible model server for development and tests.",
+    )
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (default 8000)")
+    parser.add_argument(
+        "--embedding-dims", type=int, help="embedding dimension when a request names none"
+    )
+    parser.add_argument("--script-file", help="scripted rules, a JSON or YAML file")
+    parser.add_argument("--log-level", help="log level (default INFO)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    try:
+        # Read here (create_base_app reads them again) so a bad value exits 2 with one line.
+        HttpLimits.from_env()
+        settings = DevModelSettings.from_env(
+            host=args.host,
+            port=args.port,
+            embedding_dims=args.embedding_dims,
+            script_file=args.script_file,
+            log_level=args.log_level,
+        )
+        setup_telemetry(SERVICE)
+    except SettingsError as exc:
+        exit_on_settings_error(exc)
+    configure_logging(SERVICE, settings.log_level, json_format=settings.log_json)
+    run_service(create_app(settings), settings.host, settings.port, shutdown_timeout=5.0)
+
+
+if __name__ == "__main__":
+    main()
