@@ -7,7 +7,10 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# The stamp changes when the dependency declaration or the pins change, so a pull that
+# The workspace's distributions, one directory each with its own pyproject.toml (the root
+# pyproject.toml lists them): installed editable, so every change is live in the venv.
+MEMBERS := core cli devmodel images/memory images/agent images/operator
+# The stamp changes when a dependency declaration or the pins change, so a pull that
 # adds a dependency reinstalls on the next make.
 STAMP := $(VENV)/.installed
 
@@ -17,14 +20,18 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml constraints.txt
+# pip 25.1 reads dependency groups (--group). A venv made when the workspace was one
+# distribution named `kaos` has it removed first: its editable finder and commands would
+# shadow the members'.
+$(STAMP): pyproject.toml $(MEMBERS:%=%/pyproject.toml) constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install -q --constraint constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install -q --upgrade 'pip>=25.1' setuptools wheel
+	if $(BIN)/python -m pip show -q kaos >/dev/null 2>&1; then $(BIN)/python -m pip uninstall -q -y kaos; fi
+	$(BIN)/python -m pip install -q --constraint constraints.txt $(MEMBERS:%=-e ./%) --group dev
 	touch $@
 
 .PHONY: venv
-venv: $(STAMP) ## create the virtual environment with every extra
+venv: $(STAMP) ## create the virtual environment: every member editable, the dev tools
 
 .PHONY: services
 services: node-tools ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, Jaeger, Ory Hydra, Gateway API CRDs, Ollama with SmolLM2-135M and a registry)
@@ -38,7 +45,7 @@ services: node-tools ## install and start the test services (PostgreSQL+pgvector
 	hack/gateway-api-crds >/dev/null
 
 # Every shell script of the project; shellcheck comes from Debian (.ci/run installs it).
-SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/ollama-build hack/test-cluster hack/gen-crds hack/gen-docs hack/gateway-api-crds \
+SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/ollama-build hack/test-cluster hack/gen-crds hack/gen-docs hack/docs hack/gateway-api-crds \
 	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo hack/bench/realmodel $(wildcard hack/kind/*) \
 	hack/images hack/dev-images/pgvector/docker-entrypoint.sh
 
@@ -77,17 +84,24 @@ images: ## build the KAOS, LiteLLM and pgvector images with buildah (root; hack/
 	@if [ "$$(id -u)" = 0 ]; then hack/images; else echo "images: skipped, hack/images needs root (buildah runs rootful)"; fi
 
 .PHONY: lint
-lint: $(STAMP) tools ## ruff, mypy and shellcheck
+lint: $(STAMP) tools ## ruff, mypy, the import contracts (.importlinter) and shellcheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 	shellcheck $(SHELL_SCRIPTS)
 
 .PHONY: test
-test: $(STAMP) services images lint ## everything CI runs: lint, types, all tests
+test: $(STAMP) services images lint docs ## everything CI runs: lint, types, the docs site, all tests
 	eval "$$(hack/postgres env)"; \
 	eval "$$(hack/k8s-build --print-env | sed 's/^/export /')"; export PATH="$$KAOS_K8S_BIN:$$PATH"; \
 	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+# MkDocs runs from its own virtualenv in ~/.cache/kaos/docs (hack/docs makes it, pinned by
+# hack/docs-requirements.txt); the project's venv generates the CLI reference page.
+.PHONY: docs
+docs: $(STAMP) ## the documentation site from docs/ into build/site, strict: a broken link fails it
+	hack/docs
 
 .PHONY: unit
 unit: $(STAMP) ## the fast tests only (no PostgreSQL, no Kubernetes)
@@ -102,7 +116,7 @@ run: $(STAMP) ## the main job: the local stack on embedded defaults with a scrip
 
 .PHONY: constraints
 constraints: $(STAMP) ## re-pin every transitive version from the current environment
-	{ echo "# Every transitive version of the resolved install (pip freeze of .[dev])."; \
+	{ echo "# Every transitive version of the resolved install (pip freeze of the members and the dev group)."; \
 	  echo "# Regenerate with: make constraints"; \
 	  $(BIN)/python -m pip freeze --exclude-editable | grep -v '^kaos'; } > constraints.txt
 

@@ -4,7 +4,7 @@ Starts the development model server, the MCPServer, the MemoryStore's memory ser
 (local mode: SQLite + embedded Chroma in a temporary data dir; ``--external``: PostgreSQL
 + pgvector from ``hack/postgres``, a fresh database) and the two Agents of ``samples/``,
 each with exactly the environment the operator's desired-state functions produce for its
-resource (``tests/support/localstack.py`` says what differs from a cluster, and prints
+resource (``tests/support/localstack`` says what differs from a cluster, and prints
 it). Then it plays a conversation through the agents' OpenAI-compatible API that shows
 the short-term window replayed within a session, a tool call (and every agent's tools
 from ``GET /tools``), a delegation, a digest after folding (the store's summarisation and
@@ -17,7 +17,7 @@ what it should exits 1 naming the step, a stack that cannot start exits 2.
 ``--secure`` runs the secured posture (``posture.securityEnabled``): every agent presents
 its own service-account token to the memory service and to the agents it delegates to,
 and they verify it (a local issuer stands in for the cluster's API server, see
-``tests/support/localstack.py``). The conversation starts by showing forged and replayed
+``tests/support/localstack``). The conversation starts by showing forged and replayed
 identities refused, then runs as before on verified identities.
 """
 
@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric import rsa
 from kaos_agent.memory.remote import FACTS_HEADER
-from kaos_core.auth import names as auth_names
-from kaos_core.memory.identity import AGENT_IDENTITY_HEADER, PRINCIPAL_HEADER
+from kaos_core import wire
+from kaos_core.wire import AGENT_IDENTITY_HEADER, PRINCIPAL_HEADER
 
 from tests.support.jwt_craft import sa_claims, sign, tampered
 from tests.support.localstack import (
@@ -203,7 +203,7 @@ class Demo:
         assert issuer is not None
         coordinator = stack.identity("coordinator")
         ns = stack.samples.agents["coordinator"].namespace
-        token = auth_names.AGENT_TOKEN_HEADER
+        token = wire.AGENT_TOKEN_HEADER
 
         def read(kind: str, path: Path | None) -> str:
             assert path is not None, kind
@@ -248,7 +248,7 @@ class Demo:
         real = {token: read("memory", stack.token_file("coordinator", "memory"))}
         alice_token = stack.user_token(ALICE)
         if alice_token is not None:
-            real[auth_names.USER_TOKEN_HEADER] = alice_token
+            real[wire.USER_TOKEN_HEADER] = alice_token
         got, code = await self.memory_answer(real)
         say(f"      the coordinator's own memory token: HTTP {got} {code}".rstrip())
         check(got == 200, "the real identity is served")

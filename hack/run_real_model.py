@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 from kaos_agent.memory.remote import FACTS_HEADER
-from kaos_core.memory.identity import PRINCIPAL_HEADER
+from kaos_core.wire import PRINCIPAL_HEADER
 
 from hack.run_local import ALICE, Demo, StepFailed, check, clip, say
 from tests.support.realstack import SMOLLM2, RealModelStack

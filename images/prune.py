@@ -1,14 +1,17 @@
-"""Slim an image's virtual environment to what its extra needs (run in the build stage).
+"""Slim an image's virtual environment to what its distributions run (in the build stage).
 
-    /opt/kaos/venv/bin/python images/prune.py EXTRA [--drop DIST]...
+    /opt/kaos/venv/bin/python images/prune.py DIST... [--drop DIST]...
 
-The images install the one `kaos` distribution, which carries every image's package, and
-pip, setuptools and wheel come with the virtual environment. This keeps the distributions
-that `kaos[EXTRA]` requires (walked over the installed metadata, markers evaluated), minus
+An image installs only its own distributions (kaos-tools-core and the image's member), but
+the virtual environment comes with pip, setuptools and wheel, and libraries declare
+dependencies for parts of themselves the image never runs. This keeps the distributions
+that the named ones require (walked over the installed metadata, markers evaluated), minus
 the ones named by --drop and whatever only they needed, and removes everything else with
-pip itself last: the other images' packages and commands, `tests` directories, the
-activation scripts. It exits non-zero when a kept distribution is missing, so a wrong
---drop fails the build instead of the first import in a cluster.
+pip itself last, then the activation scripts, `tests` directories, documents left at the
+top of site-packages and the sources of compiled extensions. It exits non-zero when a kept
+distribution is missing, so a wrong --drop fails the build instead of the first import in
+a cluster, and when a --drop names a distribution that is not installed, so a stale one is
+noticed.
 """
 
 from __future__ import annotations
@@ -25,13 +28,6 @@ from pathlib import Path
 # pip's vendored copy: this runs before pip is removed, and packaging is not a dependency.
 from pip._vendor.packaging.requirements import Requirement
 
-# Which package and commands belong to which image; core's own code stays everywhere.
-IMAGE_PACKAGES = {"memory": "kaos_memory", "agent": "kaos_agent", "operator": "kaos_operator"}
-IMAGE_COMMANDS = {
-    "memory": {"kaos-memory"},
-    "agent": {"kaos-agent", "kaos-mcp"},
-    "operator": {"kaos-operator"},
-}
 # The build tools: never needed at run time, whatever declares them.
 BUILD_TOOLS = {"pip", "setuptools", "wheel"}
 STRIPPED_SUFFIXES = (".c", ".h", ".pyx", ".pxd", ".pyi")
@@ -45,11 +41,11 @@ def installed() -> dict[str, metadata.Distribution]:
     return {canonical(d.metadata["Name"]): d for d in metadata.distributions()}
 
 
-def closure(root: str, extras: set[str], dists: dict[str, metadata.Distribution],
+def closure(roots: list[str], dists: dict[str, metadata.Distribution],
             dropped: set[str]) -> set[str]:  # fmt: skip
-    """Every installed distribution `root[extras]` needs, not passing through `dropped`."""
+    """Every installed distribution the roots need, not passing through `dropped`."""
     keep: set[str] = set()
-    todo: list[tuple[str, set[str]]] = [(canonical(root), extras)]
+    todo: list[tuple[str, set[str]]] = [(canonical(root), set()) for root in roots]
     seen: set[tuple[str, frozenset[str]]] = set()
     while todo:
         name, wanted = todo.pop()
@@ -70,13 +66,16 @@ def closure(root: str, extras: set[str], dists: dict[str, metadata.Distribution]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("extra", choices=sorted(IMAGE_PACKAGES))
+    parser.add_argument("roots", nargs="+", metavar="DIST", help="the image's distributions")
     parser.add_argument("--drop", action="append", default=[], metavar="DIST")
     args = parser.parse_args()
 
     dists = installed()
     dropped = {canonical(d) for d in args.drop} | BUILD_TOOLS
-    keep = closure("kaos", {args.extra}, dists, dropped)
+    unknown = sorted(dropped - BUILD_TOOLS - set(dists))
+    if unknown:
+        sys.exit(f"prune: --drop {' '.join(unknown)}: not installed")
+    keep = closure(args.roots, dists, dropped)
     remove = sorted(set(dists) - keep)
     print(f"prune: keeping {len(keep)} distributions, removing {' '.join(remove)}")
     # pip uninstalls itself last, after everything else it was asked to remove.
@@ -87,19 +86,16 @@ def main() -> None:
 
     site = Path(sysconfig.get_path("purelib"))
     bindir = Path(sysconfig.get_path("scripts"))
-    for image, package in IMAGE_PACKAGES.items():
-        if image != args.extra:
-            shutil.rmtree(site / package)
-            for command in IMAGE_COMMANDS[image]:
-                (bindir / command).unlink(missing_ok=True)
-    # The `kaos` CLI needs the `cli` extra, which no image installs.
-    (bindir / "kaos").unlink(missing_ok=True)
     for pattern in ("activate*", "Activate.ps1", "pip*", "wheel"):
         for path in bindir.glob(pattern):
             path.unlink()
     for tests in [*site.glob("*/tests"), *site.glob("*/*/tests"), site / "chromadb" / "test"]:
         if tests.is_dir():
             shutil.rmtree(tests)
+    # A project's own documents that a wheel put at the top of site-packages (such as
+    # kubernetes_asyncio's changelog): nothing reads them there. Licences stay.
+    for document in [*site.glob("*.md"), *site.glob("*.rst"), site / "pyproject.toml"]:
+        document.unlink(missing_ok=True)
     # Sources of compiled extensions and typing stubs: read by compilers and type checkers,
     # never by the interpreter.
     for suffix in STRIPPED_SUFFIXES:

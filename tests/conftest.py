@@ -13,4 +13,5 @@ pytest_plugins: list[str] = [
     "tests.fixtures.leaks",
     "tests.fixtures.jaeger",
     "tests.fixtures.oidc",
+    "tests.fixtures.service_logs",
 ]

@@ -1,5 +1,8 @@
-"""The ``kaos`` command line: install KAOS with helm, talk to agents, inspect memory.
+"""The ``kaos`` command line and its console: install KAOS with helm, deploy and follow its
+resources, talk to agents, inspect and erase memory.
 
-It depends only on the core package and on the ``kubectl``/``helm`` the administrator
-already uses; no Kubernetes client library.
+``commands`` holds the click command groups; ``clients`` the plain clients of an agent
+(chat, card) and of its A2A tasks; ``kubectl`` the one way to the cluster, the user's own
+``kubectl`` (no Kubernetes client library); ``kinds`` the four KAOS kinds, derived from
+the CRD models; ``ui`` the console (``kaos ui``).
 """

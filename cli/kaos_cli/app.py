@@ -13,13 +13,15 @@ from collections.abc import Sequence
 import click
 from click.shell_completion import get_completion_class
 
-from kaos_cli.a2a import a2a_group
-from kaos_cli.agent import agent_group
-from kaos_cli.common import CONTEXT_SETTINGS
-from kaos_cli.kinds import mcp_group, memorystore_group, modelapi_group
-from kaos_cli.memory import memory_group
-from kaos_cli.samples import samples_group
-from kaos_cli.system import system_group
+from kaos_cli.commands.a2a import a2a_group
+from kaos_cli.commands.agent import agent_group
+from kaos_cli.commands.common import CONTEXT_SETTINGS
+from kaos_cli.commands.mcp import mcp_group
+from kaos_cli.commands.memory import memory_group
+from kaos_cli.commands.memorystore import memorystore_group
+from kaos_cli.commands.modelapi import modelapi_group
+from kaos_cli.commands.samples import samples_group
+from kaos_cli.commands.system import system_group
 from kaos_cli.tools import EXIT_ENVIRONMENT, CliError
 from kaos_cli.ui.command import ui_command
 
@@ -36,7 +38,7 @@ COMPLETE_VAR = "_KAOS_COMPLETE"
     epilog="Run 'kaos COMMAND --help' for a command's options. Shell completion: "
     'eval "$(kaos completion bash)".',
 )
-@click.version_option(package_name="kaos", prog_name=PROG, message="%(prog)s %(version)s")
+@click.version_option(package_name="kaos-tools", prog_name=PROG, message="%(prog)s %(version)s")
 def cli() -> None:
     pass
 

@@ -8,13 +8,11 @@ readable line, never a traceback.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 # Exit statuses: 1 the operation failed; 2 the CLI cannot run it here (usage, missing tool,
 # no cluster), as argparse does for usage errors.
@@ -91,35 +89,3 @@ def first_line(text: str) -> str:
     if errors:
         return errors[-1]
     return lines[0] if lines else "(no output)"
-
-
-def require_cluster(kubectl: str, *, timeout: float = 15, context: str | None = None) -> None:
-    """Fail with exit 2 unless the kubeconfig (context) reaches an API server that is ready."""
-    proc = run(
-        [
-            kubectl,
-            *(["--context", context] if context else []),
-            "get",
-            "--raw",
-            "/readyz",
-            f"--request-timeout={int(timeout)}s",
-        ],
-        timeout=timeout + 5,
-    )
-    if proc.returncode != 0:
-        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise CliError(
-            f"no Kubernetes cluster reachable (kubeconfig {where}): {first_line(proc.stderr)}",
-            EXIT_ENVIRONMENT,
-        )
-
-
-def kubectl_json(kubectl: str, *args: str, timeout: float = 60) -> Any:
-    """``kubectl <args> -o json``, parsed; ``CliError`` with kubectl's message on failure."""
-    proc = run([kubectl, *args, "-o", "json"], timeout=timeout)
-    if proc.returncode != 0:
-        raise CliError(f"kubectl {' '.join(args)}: {first_line(proc.stderr)}")
-    try:
-        return json.loads(proc.stdout)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"kubectl {' '.join(args)} printed no JSON: {exc}") from exc

@@ -3,8 +3,8 @@
 The operator writes these and the agent runtime reads them; both import the names from
 here so a rename cannot leave one side behind. Values, defaults, descriptions and
 validation live with the runtime (``kaos_agent.settings``); list values use the
-``kaos_core.endpoints`` codec. This module holds names only, and the one request header
-that is the agent runtime's alone.
+``kaos_core.endpoints`` codec. This module holds names only; request headers are
+``kaos_core.wire``'s.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 # Identity and listening address.
 AGENT_NAME = "AGENT_NAME"
 AGENT_DESCRIPTION = "AGENT_DESCRIPTION"
-AGENT_IDENTITY = "AGENT_IDENTITY"  # kaos_core.memory.identity.agent_identity(ns, name)
+AGENT_IDENTITY = "AGENT_IDENTITY"  # kaos_core.wire.agent_identity(ns, name)
 AGENT_HOST = "AGENT_HOST"
 AGENT_PORT = "AGENT_PORT"
 AGENT_PUBLIC_URL = "AGENT_PUBLIC_URL"  # the URL peers and the agent card use
@@ -67,8 +67,3 @@ MCP_RUNTIME = "MCP_RUNTIME"  # python-string
 MCP_TOOLS_STRING = "MCP_TOOLS_STRING"
 MCP_ALLOWED_HOSTS = "MCP_ALLOWED_HOSTS"
 MCP_SERVER_NAME = "MCP_SERVER_NAME"
-
-# The one request header of the agent runtime alone: how deep in a delegation chain a
-# call is. Identity headers (X-Principal, X-Session-Id) are the memory contract's, in
-# ``kaos_core.memory.identity``; X-Request-Id is ``kaos_core.http.middleware``'s.
-DELEGATION_DEPTH_HEADER = "X-KAOS-Delegation-Depth"

@@ -1,11 +1,15 @@
 """Domain errors that cross the HTTP boundary.
 
 Handlers raise these; exactly one middleware (``kaos_core.http.middleware``) maps them
-to the JSON error shape of the memory contract. Nothing else turns an exception into a
-response, so no exception text leaks to clients by accident.
+to the JSON error shape of the memory contract, with the headers the error carries (a
+401's ``WWW-Authenticate`` challenge, a 405's ``Allow``). Nothing else turns an exception
+into a response, so no exception text leaks to clients by accident.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Self
 
 
 class KaosError(Exception):
@@ -17,11 +21,25 @@ class KaosError(Exception):
     # connection instead of keeping it for another request.
     closes_connection: bool = False
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        headers: Iterable[tuple[str, str]] = (),
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        # The answer's headers, in order; a name may repeat (two challenges).
+        self.headers: list[tuple[str, str]] = list(headers)
+
+    def with_header(self, name: str, value: str) -> Self:
+        """This error, its answer carrying one more header (for ``raise exc.with_header``
+        where the edge knows what the raiser did not, such as the realm of a challenge)."""
+        self.headers.append((name, value))
+        return self
 
 
 class BadRequest(KaosError):
@@ -38,11 +56,6 @@ class MalformedBody(BadRequest):
 class Forbidden(KaosError):
     status = 403
     code = "forbidden"
-
-
-class NotFound(KaosError):
-    status = 404
-    code = "not_found"
 
 
 class MethodNotAllowed(KaosError):
@@ -69,13 +82,15 @@ class UnsupportedMediaType(KaosError):
     code = "unsupported_media_type"
 
 
+class TooManyRequests(KaosError):
+    """The service is at its limit; the caller decides when to retry (``Retry-After``)."""
+
+    status = 429
+    code = "too_many_requests"
+
+
 class StrictFailure(KaosError):
     """A store failed under ``failure_mode: strict``: the caller asked to know."""
 
     status = 500
     code = "strict_failure"
-
-
-class NotReady(KaosError):
-    status = 503
-    code = "not_ready"

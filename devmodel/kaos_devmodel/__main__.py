@@ -10,6 +10,7 @@ from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
 from kaos_core.telemetry import setup_telemetry
+from kaos_core.telemetry.settings import TelemetrySettings
 
 from kaos_devmodel.app import SERVICE, create_app
 from kaos_devmodel.settings import DevModelSettings
@@ -33,8 +34,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     try:
-        # Read here (create_base_app reads them again) so a bad value exits 2 with one line.
-        HttpLimits.from_env()
+        limits = HttpLimits.from_env()
+        telemetry = TelemetrySettings.from_env()
         settings = DevModelSettings.from_env(
             host=args.host,
             port=args.port,
@@ -42,11 +43,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             script_file=args.script_file,
             log_level=args.log_level,
         )
-        setup_telemetry(SERVICE)
+        setup_telemetry(SERVICE, telemetry)
     except SettingsError as exc:
         exit_on_settings_error(exc)
     configure_logging(SERVICE, settings.log_level, json_format=settings.log_json)
-    run_service(create_app(settings), settings.host, settings.port, shutdown_timeout=5.0)
+    app = create_app(settings, limits=limits, telemetry=telemetry)
+    run_service(app, settings.host, settings.port, shutdown_timeout=5.0)
 
 
 if __name__ == "__main__":

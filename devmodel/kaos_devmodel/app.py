@@ -25,6 +25,8 @@ from aiohttp import web
 from kaos_core.errors import BadRequest
 from kaos_core.http import REGISTRY_KEY, create_base_app
 from kaos_core.http.body import parse_model, read_json_object, read_model
+from kaos_core.http.limits import HttpLimits
+from kaos_core.telemetry.settings import TelemetrySettings
 from prometheus_client import Counter as MetricCounter
 
 from kaos_devmodel.chat import Answer, Script, answer
@@ -114,8 +116,20 @@ class DevModelState:
 STATE_KEY = web.AppKey("kaos_devmodel_state", DevModelState)
 
 
-def create_app(settings: DevModelSettings) -> web.Application:
-    app = create_base_app(SERVICE, max_body_bytes=settings.max_body_bytes)
+def create_app(
+    settings: DevModelSettings,
+    *,
+    limits: HttpLimits | None = None,
+    telemetry: TelemetrySettings | None = None,
+) -> web.Application:
+    """The development model's app; ``limits`` and ``telemetry`` default to the groups'
+    defaults (tests), the program passes the ones it read."""
+    app = create_base_app(
+        SERVICE,
+        limits=HttpLimits() if limits is None else limits,
+        telemetry=TelemetrySettings() if telemetry is None else telemetry,
+        max_body_bytes=settings.max_body_bytes,
+    )
     metric = MetricCounter(
         "answers",
         "Chat answers, by the rule that gave them.",

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from kaos_core.http.body import validation_message
-from kaos_core.settings import EnvSettings
+from kaos_core.settings import SettingsGroup
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from kaos_devmodel.faults import AnswerFault, FaultConfig
 from kaos_devmodel.script import Rule, ScriptError, load_script_file, parse_script_text
 
 
-class DevModelSettings(EnvSettings):
+class DevModelSettings(SettingsGroup):
     """``KAOS_DEVMODEL_<FIELD>`` for every field."""
 
     env_prefix: ClassVar[str] = "KAOS_DEVMODEL_"

@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import devmodel, memory_service, percentile  # noqa: E402
+from kaos_core import wire  # noqa: E402
 from kaos_core.auth import names  # noqa: E402
 
 from tests.support.devissuer import DevIssuer  # noqa: E402
@@ -148,7 +149,7 @@ def run(model_url: str, dims: int, ops: int) -> list[dict[str, Any]]:
         common = {"X-Principal": "alice", "X-Session-Id": "bench-session"}
         services = {
             "off": (off, {**common, "X-Agent-Identity": IDENTITY}),
-            "jwks": (jwks, {**common, names.AGENT_TOKEN_HEADER: token}),
+            "jwks": (jwks, {**common, wire.AGENT_TOKEN_HEADER: token}),
         }
         return asyncio.run(measure(services, ops))
     finally:

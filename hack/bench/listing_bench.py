@@ -37,8 +37,10 @@ sys.path.insert(0, str(REPO))
 
 from benchlib import percentile  # noqa: E402
 from kaos_memory.settings import MemorySettings  # noqa: E402
-from kaos_memory.storage import chromafacts  # noqa: E402
-from kaos_memory.storage.longterm import WILDCARD, mem0_config, to_entity_id  # noqa: E402
+from kaos_memory.storage.mem0.chroma import facts as chromafacts  # noqa: E402
+from kaos_memory.storage.mem0.terms import WILDCARD, to_entity_id  # noqa: E402
+
+from tests.support.storage import settings_mem0_config  # noqa: E402
 
 GROUP = "kaos_bench"
 DIMS = 64
@@ -63,7 +65,7 @@ def _memory(root: Path) -> Any:
     settings.chroma_dir.mkdir(parents=True, exist_ok=True)
     from mem0 import Memory
 
-    return Memory.from_config(mem0_config(settings))
+    return Memory.from_config(settings_mem0_config(settings))
 
 
 def _load(memory: Any, count: int, rng: random.Random) -> tuple[float, float]:

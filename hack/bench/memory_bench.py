@@ -57,8 +57,8 @@ from benchlib import (  # noqa: E402
     until_metrics,
 )
 from kaos_memory.settings import MemorySettings  # noqa: E402
-from kaos_memory.storage import pgfacts  # noqa: E402
-from kaos_memory.storage.longterm import mem0_config, to_entity_id  # noqa: E402
+from kaos_memory.storage.mem0.pgvector import facts as pgfacts  # noqa: E402
+from kaos_memory.storage.mem0.terms import to_entity_id  # noqa: E402
 
 from tests.support.postgres import (  # noqa: E402
     create_database,
@@ -66,6 +66,7 @@ from tests.support.postgres import (  # noqa: E402
     pg_query,
     unique_name,
 )
+from tests.support.storage import settings_mem0_config  # noqa: E402
 
 GROUP = "kaos_bench"
 PRINCIPALS = [f"user{i}" for i in range(50)]
@@ -141,7 +142,7 @@ def open_memory(settings: MemorySettings) -> Any:
     settings.mem0_dir.mkdir(parents=True, exist_ok=True)
     from mem0 import Memory
 
-    return Memory.from_config(mem0_config(settings))
+    return Memory.from_config(settings_mem0_config(settings))
 
 
 def close_memory(memory: Any) -> None:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import aiohttp
 from benchlib import percentile
 from kaos_core.crds import Agent
-from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
+from kaos_core.wire import PRINCIPAL_HEADER, SESSION_HEADER
 
 from tests.support.localstack import load_samples
 from tests.support.procs import ServiceProcess, free_port, start_service

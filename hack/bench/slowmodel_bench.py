@@ -1,7 +1,7 @@
 """Writes while the model is slow: a write's latency with every model call taking
 ``--delay`` seconds (2 by default) and folds running all the time.
 
-The seed's promise is that background work (digests, fact extraction) never stalls the
+The memory design's promise is that background work (digests, fact extraction) never stalls the
 request path. Here every chat and embedding call of the development model waits
 ``--delay`` seconds (its fault injection), the fold trigger is small so most writes
 schedule a fold (a digest call and a Mem0 extraction, each several slow model calls),

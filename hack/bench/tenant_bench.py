@@ -4,7 +4,7 @@ For each size N (facts spread over 100 principals x 20 agents, random 64-dimensi
 vectors, in a table created by Mem0's own pgvector store with its HNSW index), one
 process measures side by side:
 
-- search: KAOS's tenant-filtered query (``kaos_memory.storage.pgfacts.search``: literal
+- search: KAOS's tenant-filtered query (``storage.mem0.pgvector.facts.search_query``: literal
   keys, expression indexes on the tenant keys) vs. Mem0's ``PGVector.search`` with the
   same filter (``payload->>%s = %s``), p50 over one principal at a time, the pool KAOS
   asks for (60 facts);
@@ -41,7 +41,7 @@ import aiohttp
 import numpy as np
 from benchlib import memory_service, percentile, until_metrics
 from kaos_devmodel import embeddings
-from kaos_memory.storage import pgfacts
+from kaos_memory.storage.mem0.pgvector import facts as pgfacts
 from psycopg import sql
 
 from tests.support.postgres import (
@@ -52,6 +52,7 @@ from tests.support.postgres import (
     mem0_pgvector,
     unique_name,
 )
+from tests.support.storage import pg_search
 
 TABLE = "kaos_tenant_bench"
 DIMS = 64
@@ -198,7 +199,7 @@ def _service_recalls(dsn: str, base_url: str, ops: int) -> dict[str, float]:
     principal's facts (user level) and one agent's facts of the principal (agent level),
     every tier, as an agent asks (the query embedded by the development model). Measured
     once the service has loaded the vectors of the principals it holds (a principal with
-    1,000 facts or more is searched from them, ``kaos_memory.storage.pgvectors``)."""
+    1,000 facts or more is searched from them, ``kaos_memory.storage.mem0.pgvector.cache``)."""
     root = Path(tempfile.mkdtemp(prefix="kaos-tenant-bench-"))
     env = {
         "KAOS_MEMORY_STORAGE": "external",
@@ -381,8 +382,8 @@ def _measure(store: Any, size: int, rng: random.Random, ops: int, ref_ops: int) 
     def timed(fn: Any) -> float:
         return _timed(fn, ops)
 
-    kaos_search = timed(lambda i: pgfacts.search(pool, TABLE, vec(), filt(i), POOL))
-    kaos_agent = timed(lambda i: pgfacts.search(pool, TABLE, vec(), _agent_filt(i), POOL))
+    kaos_search = timed(lambda i: pg_search(pool, TABLE, vec(), filt(i), POOL))
+    kaos_agent = timed(lambda i: pg_search(pool, TABLE, vec(), _agent_filt(i), POOL))
     mem0_search = _timed(
         lambda i: store.search(query="", vectors=vec(), top_k=POOL, filters=filt(i)), ref_ops
     )

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
@@ -127,3 +129,13 @@ def start_service(
             f"{name} failed to start: {exc}\n--- log tail ---\n{svc.log_tail()}"
         ) from exc
     return svc
+
+
+# A failing test's report carries the log tails of the services it started (the hook is in
+# tests/fixtures/service_logs.py): a service's own account of why is the first thing to read.
+SERVICE_LOGS = pytest.StashKey[list[ServiceProcess]]()
+
+
+def attach_service_log(node: pytest.Item | pytest.Collector, service: ServiceProcess) -> None:
+    """Show ``service``'s log tail in the report of a failing test under ``node``."""
+    node.stash.setdefault(SERVICE_LOGS, []).append(service)

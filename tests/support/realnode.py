@@ -47,6 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.cluster import BUILD_SCRIPT, TrackedProcess, build_env
+from tests.support.cluster.pki import _kubeconfig
+from tests.support.cluster.processes import _die_with_parent
 from tests.support.ociimage import Entry, build_archive
 
 NODE_NAME = "kaos-node"
@@ -474,8 +476,6 @@ class RealNode:
     def _spawn(
         self, name: str, argv: Sequence[str], *, argv0: str | None = None, in_netns: bool = True
     ) -> TrackedProcess:
-        from tests.support.cluster import _die_with_parent
-
         log = self.workdir / f"{name}.log"
         full = self.in_netns(*argv) if in_netns else list(argv)
         env = {**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"}
@@ -507,8 +507,6 @@ class RealNode:
                     (path / knob).write_text((mount / knob).read_text())
 
     def _certificates(self, pki: Any, server: str) -> dict[str, Path]:
-        from tests.support.cluster import _kubeconfig
-
         subjects = {
             "kubelet": f"/O=system:nodes/CN=system:node:{NODE_NAME}",
             "kube-proxy": "/CN=system:kube-proxy",

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import ipaddress
 import socket
-import subprocess
 import sys
 import threading
 import webbrowser
@@ -19,10 +18,12 @@ import webbrowser
 import click
 from aiohttp import web
 
-from kaos_cli.common import CONTEXT_SETTINGS, complete_contexts, complete_namespaces
-from kaos_cli.tools import EXIT_ENVIRONMENT, CliError, find_tool
-from kaos_cli.ui.cluster import Cluster
-from kaos_cli.ui.server import UiConfig, create_app
+from kaos_cli.commands.common import CONTEXT_SETTINGS, complete_contexts, complete_namespaces
+from kaos_cli.kubectl.aio import Cluster
+from kaos_cli.kubectl.sync import Kube
+from kaos_cli.tools import EXIT_ENVIRONMENT, CliError
+from kaos_cli.ui.server import create_app
+from kaos_cli.ui.state import UiConfig
 
 DEFAULT_PORT = 8765
 REMOTE_REFUSAL = (
@@ -65,15 +66,6 @@ def bind(address: str, port: int) -> socket.socket:
     return sock
 
 
-def current_context(kubectl: str, context: str | None) -> str:
-    if context:
-        return context
-    proc = subprocess.run(
-        [kubectl, "config", "current-context"], capture_output=True, text=True, check=False
-    )
-    return proc.stdout.strip() or "(none)"
-
-
 async def serve(sock: socket.socket, config: UiConfig, cluster: Cluster, url: str) -> None:
     runner = web.AppRunner(create_app(config, cluster), access_log=None)
     await runner.setup()
@@ -112,7 +104,8 @@ def ui_command(
     context: str | None,
 ) -> int:
     host = check_address(address, allow_remote)
-    kubectl = find_tool("kubectl")
+    kube = Kube(context=context)
+    kubectl = kube.kubectl
     sock = bind(host, port)
     bound = int(sock.getsockname()[1])
     shown = f"[{host}]" if ":" in host else host
@@ -121,7 +114,7 @@ def ui_command(
     if is_loopback(host):
         hosts |= {f"localhost:{bound}", f"127.0.0.1:{bound}"}
     config = UiConfig(
-        context=current_context(kubectl, context),
+        context=kube.current_context(),
         namespace=namespace,
         hosts=frozenset(hosts) if is_loopback(host) else None,
     )

@@ -11,12 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-KINDS: tuple[tuple[str, str], ...] = (
-    ("Agent", "agents.kaos.tools"),
-    ("ModelAPI", "modelapis.kaos.tools"),
-    ("MCPServer", "mcpservers.kaos.tools"),
-    ("MemoryStore", "memorystores.kaos.tools"),
-)
+from kaos_cli.kinds import KINDS
 
 
 @dataclass(frozen=True)
@@ -142,6 +137,6 @@ def topology(rows: list[Row], namespace: str) -> Graph:
             target = f"{kind}/{name}"
             nodes.setdefault(target, Node(target, kind, name, ""))
             edges.append(Edge(key, target, label))
-    order = {kind: i for i, (kind, _) in enumerate(KINDS)}
+    order = {k.kind: i for i, k in enumerate(KINDS)}
     ordered = sorted(nodes.values(), key=lambda n: (order.get(n.kind, 9), n.name))
     return Graph(namespace, tuple(ordered), tuple(edges))

@@ -29,14 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaos_core.auth.config import REVIEW_CACHE_SECONDS
+from kaos_core.auth.review import REVIEW_CACHE_ENTRIES, unverified_expiry
 from kaos_core.auth.verify import (
     MAX_TOKEN_BYTES,
-    REVIEW_CACHE_ENTRIES,
     Clock,
     HttpsSource,
     Unauthenticated,
     VerifierUnavailable,
-    _unverified_expiry,
 )
 
 log = logging.getLogger(__name__)
@@ -184,7 +183,7 @@ class KubernetesAccess:
                 for k, vs in extra.items()
                 if isinstance(k, str) and isinstance(vs, list)
             },
-            expires_at=_unverified_expiry(token) if token.count(".") == 2 else None,
+            expires_at=unverified_expiry(token) if token.count(".") == 2 else None,
         )
 
     async def allowed(self, user: KubernetesUser, attributes: ResourceAttributes) -> bool:

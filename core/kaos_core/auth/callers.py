@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kaos_core.memory.identity import AGENT_IDENTITY_RE
+from kaos_core.wire import AGENT_IDENTITY_RE
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,11 @@
-"""The names every side of verified agent identity shares (issue 13).
+"""The names every side of verified agent identity shares.
 
 Each Agent pod runs as its own ServiceAccount and gets two projected, audience-bound,
 short-lived tokens (kubelet rotates them): one for memory services, one for peer agents.
 Separate audiences mean a service that receives a token cannot replay it against the
-other kind of service. A caller sends its token in ``AGENT_TOKEN_HEADER``; the
-``Authorization`` header stays free for the end user's own token (issue 14).
+other kind of service. A caller sends its token in ``X-Agent-Token``; the
+``Authorization`` header stays free for the end user's own token. The headers themselves
+are named in ``kaos_core.wire``.
 """
 
 from __future__ import annotations
@@ -12,9 +13,6 @@ from __future__ import annotations
 # Audiences of the projected service-account tokens.
 MEMORY_AUDIENCE = "kaos.dev/memory"
 AGENT_AUDIENCE = "kaos.dev/agent"
-
-# The request header that carries the calling agent's service-account token.
-AGENT_TOKEN_HEADER = "X-Agent-Token"
 
 # Where the operator mounts the projected tokens in an Agent pod, and for how long
 # kubelet makes them valid (it rotates them at 80% of that).
@@ -87,16 +85,15 @@ API_TOKEN_PATH = f"{TOKEN_DIR}/api/token"
 API_CA_PATH = f"{TOKEN_DIR}/api/ca.crt"
 KUBE_ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
 
-# -- Verified user identity (issue 14) ----------------------------------------------------
+# -- Verified user identity ---------------------------------------------------------------
 #
 # With a user issuer configured (the chart's ``posture.userIssuer``; needs security on) the
 # principal is no longer a header anyone may set: an end user's client (a gateway) sends
 # the user's OIDC token as ``Authorization: Bearer`` to an agent, the agent verifies it and
 # takes the principal from one claim, and forwards the same token to the memory service
-# and to the agents it delegates to in ``USER_TOKEN_HEADER`` (beside its own
-# ``AGENT_TOKEN_HEADER``), where it is verified again. ``X-Principal`` sent by a client is
-# refused under this posture.
-USER_TOKEN_HEADER = "X-User-Token"
+# and to the agents it delegates to in ``X-User-Token`` (beside its own ``X-Agent-Token``;
+# both named in ``kaos_core.wire``), where it is verified again. ``X-Principal`` sent by a
+# client is refused under this posture.
 # The claim that names the principal, and the audience user tokens carry, when the
 # posture names none.
 DEFAULT_PRINCIPAL_CLAIM = "sub"

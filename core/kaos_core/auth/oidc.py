@@ -1,7 +1,7 @@
-"""Verification of end users' OIDC tokens: who the principal is, proven (issue 14).
+"""Verification of end users' OIDC tokens: who the principal is, proven.
 
 With a user issuer configured, an agent takes the principal of a run from the user's
-token (``Authorization: Bearer`` from a client, ``names.USER_TOKEN_HEADER`` when another
+token (``Authorization: Bearer`` from a client, ``wire.USER_TOKEN_HEADER`` when another
 agent forwards it) and the memory service derives it again from the token the agent
 forwards, so neither trusts a principal it was told. ``UserVerifier`` checks:
 
@@ -41,7 +41,7 @@ from kaos_core.auth.verify import (
     discovery_source,
 )
 from kaos_core.errors import BadRequest, KaosError
-from kaos_core.memory.identity import validate_subject
+from kaos_core.wire import validate_subject
 
 _SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 # Identity providers rotate signing keys on their own schedule (a service-account issuer's

@@ -1,6 +1,6 @@
 """Verification of Kubernetes service-account tokens: who is calling, proven.
 
-An agent presents its projected, audience-bound token (``names.AGENT_TOKEN_HEADER``); a
+An agent presents its projected, audience-bound token (``wire.AGENT_TOKEN_HEADER``); a
 service turns it into a ``VerifiedWorkload`` (namespace, ServiceAccount, and the pod when
 the token is bound to one) or refuses it. Two verifiers share one interface:
 
@@ -16,7 +16,7 @@ the token is bound to one) or refuses it. Two verifiers share one interface:
   verified. Fast and independent of the API server, but
   blind to revocation: a token of a deleted pod or ServiceAccount stays valid until it
   expires (projected tokens live an hour at most, ``names.TOKEN_EXPIRATION_SECONDS``).
-- ``TokenReviewVerifier`` (mode ``tokenreview``) asks the API server
+- ``TokenReviewVerifier`` (mode ``tokenreview``, ``kaos_core.auth.review``) asks the API server
   (``authentication.k8s.io/v1`` TokenReview with the expected audience): authoritative,
   revocation included, at the cost of a round trip, which a short cache absorbs.
 
@@ -42,19 +42,17 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import aiohttp
 import jwt
 
 from kaos_core import errors
-from kaos_core.auth.config import (
-    DEFAULT_LEEWAY,
-    REVIEW_CACHE_SECONDS,
-    VerifierSettings,
-)
+from kaos_core.auth.config import DEFAULT_LEEWAY
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.errors import KaosError
+from kaos_core.tracing import client_session
+from kaos_core.wire import AUTHORIZATION_HEADER, WWW_AUTHENTICATE_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -70,22 +68,26 @@ KEY_REFETCH_INTERVAL = 30.0
 # After a failed fetch, the next attempt waits this long (an issuer outage must not turn
 # every request into a fetch), but recovery stays quick.
 FAILED_FETCH_RETRY = 1.0
-REVIEW_CACHE_ENTRIES = 4096
 # Tokens whose signature verified, remembered by hash (an agent presents the same
 # projected token until kubelet rotates it, so a handful per agent).
 SIGNATURE_CACHE_ENTRIES = 4096
 FETCH_TIMEOUT = 5.0
 
 _SUBJECT_RE = re.compile(r"^system:serviceaccount:(?P<ns>[^:]+):(?P<sa>[^:]+)$")
-_POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
-_POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
 
 
 class Unauthenticated(KaosError):
-    """The token is missing, malformed, forged, expired or meant for someone else."""
+    """The token is missing, malformed, forged, expired or meant for someone else.
+
+    Raised where the realm is not known (a verifier serves any service); the service's
+    edge adds its challenge (``challenge``) before the error leaves it."""
 
     status = 401
     code = "invalid_token"
+
+    def challenge(self, value: str) -> Self:
+        """This refusal, its answer carrying one more ``WWW-Authenticate`` challenge."""
+        return self.with_header(WWW_AUTHENTICATE_HEADER, value)
 
 
 class Forbidden(errors.Forbidden):
@@ -121,39 +123,6 @@ class TokenVerifier(Protocol):
     async def verify(self, token: str, audience: str) -> VerifiedWorkload: ...
 
     async def close(self) -> None: ...
-
-
-def build_verifier(settings: VerifierSettings, *, clock: Clock = time.time) -> TokenVerifier | None:
-    """The verifier the settings ask for; ``None`` for mode ``off``."""
-    if settings.mode == "off":
-        return None
-    http = HttpsSource(ca_file=settings.ca_file, token_file=settings.token_file)
-    if settings.mode == "jwks":
-        if not settings.issuer:
-            raise ValueError("mode jwks needs an issuer")
-        return JwksVerifier(
-            settings.issuer,
-            source=discovery_source(http, settings.issuer, jwks_url(settings)),
-            leeway=settings.leeway,
-            clock=clock,
-            on_close=http.close,
-        )
-    if not settings.api_server:
-        raise ValueError("mode tokenreview needs an API server URL")
-    return TokenReviewVerifier(
-        http, settings.api_server, cache_seconds=settings.review_cache_seconds, clock=clock
-    )
-
-
-def jwks_url(settings: VerifierSettings) -> str | None:
-    """Where mode ``jwks`` fetches keys without discovery: the configured URL, else the
-    API server's own endpoint for its issuer's keys (served by every API server, reachable
-    in a pod whatever the issuer's name resolves to); ``None``: discover from the issuer."""
-    if settings.jwks_url:
-        return settings.jwks_url
-    if settings.api_server:
-        return settings.api_server.rstrip("/") + "/openid/v1/jwks"
-    return None
 
 
 # ------------------------------------------------------------------------ pure checks
@@ -264,7 +233,7 @@ class HttpsSource:
             context = ssl.create_default_context(
                 cafile=None if self.ca_file is None else str(self.ca_file)
             )
-            self._session = aiohttp.ClientSession(
+            self._session = client_session(
                 timeout=self.timeout, connector=aiohttp.TCPConnector(ssl=context)
             )
         return self._session
@@ -274,7 +243,7 @@ class HttpsSource:
         headers = {"Accept": "application/json, application/jwk-set+json"}
         bearer = self.token.read() if self.token is not None else None
         if bearer:
-            headers["Authorization"] = f"Bearer {bearer}"
+            headers[AUTHORIZATION_HEADER] = f"Bearer {bearer}"
         return headers
 
     async def request(
@@ -468,87 +437,3 @@ class JwksVerifier:
     async def close(self) -> None:
         if self._on_close is not None:
             await self._on_close()
-
-
-# ------------------------------------------------------------------------ TokenReview mode
-
-
-class TokenReviewVerifier:
-    """Ask the API server; verdicts are cached briefly (never past the token's expiry)."""
-
-    def __init__(
-        self,
-        http: HttpsSource,
-        api_server: str,
-        *,
-        cache_seconds: float = REVIEW_CACHE_SECONDS,
-        clock: Clock = time.time,
-    ) -> None:
-        self._http = http
-        self._url = api_server.rstrip("/") + "/apis/authentication.k8s.io/v1/tokenreviews"
-        self._cache_seconds = cache_seconds
-        self._clock = clock
-        self._cache: OrderedDict[str, tuple[VerifiedWorkload, float]] = OrderedDict()
-
-    async def verify(self, token: str, audience: str) -> VerifiedWorkload:
-        precheck(token)
-        # The cache is keyed by a digest: the token itself is not kept in memory longer.
-        key = hashlib.sha256(f"{audience}\0{token}".encode()).hexdigest()
-        now = self._clock()
-        cached = self._cache.get(key)
-        if cached is not None and now < cached[1]:
-            return cached[0]
-        workload = await self._review(token, audience)
-        until = now + self._cache_seconds
-        if workload.expires_at is not None:
-            until = min(until, workload.expires_at)
-        self._cache[key] = (workload, until)
-        while len(self._cache) > REVIEW_CACHE_ENTRIES:
-            self._cache.popitem(last=False)
-        return workload
-
-    async def _review(self, token: str, audience: str) -> VerifiedWorkload:
-        body = {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenReview",
-            "spec": {"token": token, "audiences": [audience]},
-        }
-        status, doc = await self._http.request("POST", self._url, body)
-        if status not in (200, 201) or not isinstance(doc, dict):
-            # Our own credentials or permissions (system:auth-delegator) are wrong.
-            log.warning("TokenReview refused", extra={"status": status})
-            raise VerifierUnavailable(f"the API server refused the TokenReview (HTTP {status})")
-        result = doc.get("status") or {}
-        if not result.get("authenticated"):
-            raise Unauthenticated("token was not accepted by the API server")
-        if audience not in (result.get("audiences") or []):
-            raise Unauthenticated(f"token is not meant for audience {audience}")
-        user = result.get("user") or {}
-        namespace, service_account = parse_subject(user.get("username"))
-        extra = user.get("extra") or {}
-        return VerifiedWorkload(
-            namespace=namespace,
-            service_account=service_account,
-            pod_name=_first(extra.get(_POD_NAME_EXTRA)),
-            pod_uid=_first(extra.get(_POD_UID_EXTRA)),
-            expires_at=_unverified_expiry(token),
-        )
-
-    async def close(self) -> None:
-        await self._http.close()
-
-
-def _first(values: object) -> str | None:
-    if isinstance(values, list) and values and isinstance(values[0], str):
-        return values[0]
-    return None
-
-
-def _unverified_expiry(token: str) -> float | None:
-    # Only bounds the cache: the API server has just verified this very token.
-    try:
-        claims = jwt.decode(token, options={"verify_signature": False})
-    except jwt.PyJWTError:
-        return None
-    exp = claims.get("exp")
-    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None

@@ -1,7 +1,8 @@
 """The base application every service builds on, and the one way to serve it.
 
 ``create_base_app`` gives an ``web.Application`` with the one middleware (request ids,
-JSON errors, request metrics), ``/healthz``, ``/readyz`` and ``/metrics``. Services add
+JSON errors, request metrics), behind the tracing middleware when tracing is on,
+``/healthz``, ``/readyz`` and ``/metrics``. Services add
 their routes and ``cleanup_ctx`` entries to it in their own ``create_app(settings)``.
 ``run_service`` serves it with the connection limits (``kaos_core.http.limits``).
 """
@@ -29,6 +30,8 @@ from kaos_core.http.limits import HttpLimits
 from kaos_core.http.middleware import add_request_id_header, error_middleware
 from kaos_core.http.server import GuardedRunner, aiohttp_guard, bind_listeners
 from kaos_core.metrics import HttpMetrics
+from kaos_core.telemetry.settings import TelemetrySettings
+from kaos_core.tracing import server_middlewares
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +39,20 @@ log = logging.getLogger(__name__)
 def create_base_app(
     service: str,
     *,
+    limits: HttpLimits,
+    telemetry: TelemetrySettings,
     max_body_bytes: int = 1024 * 1024,
     registry: CollectorRegistry | None = None,
-    limits: HttpLimits | None = None,
 ) -> web.Application:
     """An application with the shared middleware and the health and metrics routes.
 
-    ``limits`` default to the ``KAOS_HTTP_*`` variables.
+    ``limits`` and ``telemetry`` are groups of the service's settings: the connection limits
+    it is served with (``run_service``), and its tracing.
     """
-    limits = limits if limits is not None else HttpLimits.from_env()
-    app = web.Application(middlewares=[error_middleware], client_max_size=max_body_bytes)
+    # Tracing first (when on), so its span covers the error middleware's answer too.
+    tracing = server_middlewares() if telemetry.enabled else []
+    middlewares = [*tracing, error_middleware]
+    app = web.Application(middlewares=middlewares, client_max_size=max_body_bytes)
     reg = registry if registry is not None else CollectorRegistry()
     app[REGISTRY_KEY] = reg
     app[HTTP_METRICS_KEY] = HttpMetrics.create(reg, namespace=service.replace("-", "_"))

@@ -18,10 +18,9 @@ allows is lowered to it, since the alternative is ``accept()`` failing with EMFI
 from __future__ import annotations
 
 import resource
+from typing import ClassVar
 
-from pydantic import Field
-
-from kaos_core.settings import EnvSettings
+from kaos_core.settings import SettingsGroup, setting
 
 # Descriptors kept for everything a service opens besides client connections (stores,
 # pools, log files, the listening socket, worker threads' files).
@@ -33,48 +32,49 @@ DEFAULT_MAX_CONNECTIONS = 4096
 MIN_CONNECTIONS = 16
 
 
-class HttpLimits(EnvSettings):
+class HttpLimits(SettingsGroup):
     """Timeouts and the connection cap of one HTTP server process."""
 
-    env_prefix = "KAOS_HTTP_"
+    env_prefix: ClassVar[str | None] = "KAOS_HTTP_"
+    title: ClassVar[str] = "Connection limits (every KAOS server)"
 
-    idle_timeout: float = Field(
+    idle_timeout: float = setting(
+        "Seconds a connection may stay without a complete request head "
+        "(a fresh connection, a half-sent request, an idle keep-alive connection).",
         default=15.0,
         gt=0,
         le=3600,
-        description="Seconds a connection may stay without a complete request head "
-        "(a fresh connection, a half-sent request, an idle keep-alive connection).",
     )
-    body_timeout: float = Field(
+    body_timeout: float = setting(
+        "Seconds a request body may take to arrive in full; then 408.",
         default=30.0,
         gt=0,
         le=3600,
-        description="Seconds a request body may take to arrive in full; then 408.",
     )
-    max_connections: int = Field(
-        default=0,
-        ge=0,
-        description="Open connections per process; beyond it an idle connection is "
+    max_connections: int = setting(
+        "Open connections per process; beyond it an idle connection is "
         "closed to make room, or the new one answered 503 when none is idle. "
         "0: the open-file limit less a reserve, at most "
         f"{DEFAULT_MAX_CONNECTIONS}. Never more than the open-file limit allows.",
+        default=0,
+        ge=0,
     )
 
-    max_header_bytes: int = Field(
-        default=72 * 1024,
-        ge=1024,
-        le=1024 * 1024,
-        description="Bytes of one request header (its value, and its name); a larger one "
+    max_header_bytes: int = setting(
+        "Bytes of one request header (its value, and its name); a larger one "
         "is answered 400 before any handler runs. The default admits a credential header "
         "of 64 KiB, so an oversize token reaches the token verifier and is refused with a "
         "401 that says why. Not applied by the MCP runtime (uvicorn's own limits).",
+        default=72 * 1024,
+        ge=1024,
+        le=1024 * 1024,
     )
-    max_headers: int = Field(
+    max_headers: int = setting(
+        "Request headers per request; more is answered 400. With "
+        "max_header_bytes it bounds what one request head can hold in memory.",
         default=64,
         ge=16,
         le=1024,
-        description="Request headers per request; more is answered 400. With "
-        "max_header_bytes it bounds what one request head can hold in memory.",
     )
 
     def connection_cap(self) -> int:

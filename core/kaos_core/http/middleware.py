@@ -1,8 +1,9 @@
 """The one middleware: request ids, request metrics, and every error as JSON.
 
 Domain errors (``kaos_core.errors.KaosError``) and aiohttp's own HTTP errors (404, 405,
-413) become ``{"error": {"code", "message"}, "request_id"}``; anything unexpected becomes
-a 500 with a generic message (details go to the log, never to the client).
+413) become ``{"error": {"code", "message"}, "request_id"}`` with the headers the error
+carries (a 401's challenges, a 405's ``Allow``); anything unexpected becomes a 500 with a
+generic message (details go to the log, never to the client).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from aiohttp.typedefs import Handler
 from kaos_core.errors import KaosError
 from kaos_core.http.keys import HTTP_METRICS_KEY, REQUEST_ID_KEY
 from kaos_core.logging import request_id_var
+from kaos_core.wire import REQUEST_ID_HEADER
 
 log = logging.getLogger(__name__)
 
-REQUEST_ID_HEADER = "X-Request-Id"
 # A caller-supplied request id is echoed only when it is short and printable, so a
 # hostile value cannot inject into logs or response headers.
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
@@ -57,6 +58,8 @@ def _route_label(request: web.Request) -> str:
 def _error_response(request: web.Request, rid: str, exc: BaseException) -> web.Response:
     if isinstance(exc, KaosError):
         response = web.json_response(error_body(exc.code, exc.message, rid), status=exc.status)
+        for name, value in exc.headers:
+            response.headers.add(name, value)
         if exc.closes_connection:
             response.force_close()
         return response

@@ -22,17 +22,26 @@ closed when the client closes or ``REFUSAL_LINGER`` seconds later.
 
 The listener. asyncio accepts up to ``backlog`` connections each time the listening
 socket wakes it, before any of them reaches the protocol, so a cap enforced in
-``connection_made`` comes too late: with a backlog of 1,024 and an open-file limit of
-1,024, 2,000 connections arriving together ran ``accept()`` into EMFILE, and asyncio
-logged an error for every failed ``accept()`` of each batch (5,238 lines, 2.8 MB within
-five seconds, the issue's "Too many open files" flood). ``GuardedListener`` is a
-listening socket whose ``accept()`` asks the guard first: while connections open,
+``connection_made`` comes too late: when more connections arrive together than the
+open-file limit leaves room for, ``accept()`` runs into EMFILE, and asyncio logs an error
+for every failed ``accept()`` of each batch (a "Too many open files" flood).
+``GuardedListener`` is a listening socket whose ``accept()`` asks the guard first: while
+connections open,
 accepted-but-unseen and closing together fill ``max_connections + headroom`` it reports
 "nothing to accept", so the process stays below its open-file limit (``HttpLimits``
 derives the cap from that limit, less the headroom and a reserve for the service's own
 files). Should ``accept()`` fail with EMFILE anyway (the service's own files grew past
 the reserve), asyncio reports it and pauses accepting for a second; the listener makes
 that one line per pause instead of one per remaining slot of the batch.
+
+aiohttp's internals. aiohttp has no public notion of a connection waiting for a request,
+nor a way to give ``AppRunner`` another ``Server``: the guard reads ``RequestHandler``'s
+private state and rebuilds the runner's server from its private options. Both were
+verified on aiohttp ``VERIFIED_AIOHTTP`` (the minor version the dependency pin allows);
+``check_aiohttp_internals`` refuses to start a server on an aiohttp that lacks them, and
+logs a warning on another minor version that still has them. A server-side connection
+limit in aiohttp itself would retire all of it (asked for in aio-libs/aiohttp#675, which
+aiohttp declined as the application's duty).
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
+import aiohttp
 from aiohttp import web, web_protocol, web_server
 
 from kaos_core.http.limits import ACCEPT_HEADROOM
@@ -297,14 +307,46 @@ def bind_listeners(
     return listeners
 
 
+# The aiohttp (major, minor) the private attributes below were verified on.
+VERIFIED_AIOHTTP = (3, 14)
+# What the guard reads of aiohttp's RequestHandler: set while a request is queued or being
+# handled, or once the connection is closing.
+_HANDLER_STATE = ("_force_close", "_current_request", "_request_in_progress", "_messages")
+
+
+def _aiohttp_version() -> tuple[int, int]:
+    major, minor = aiohttp.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def check_aiohttp_internals() -> None:
+    """Refuse (``RuntimeError``) an aiohttp without the private attributes the guard uses;
+    warn on a minor version they were not verified on."""
+    missing = [name for name in _HANDLER_STATE if not hasattr(web_protocol.RequestHandler, name)]
+    if not hasattr(web.AppRunner, "_make_server"):
+        missing.append("AppRunner._make_server")
+    if missing:
+        raise RuntimeError(
+            f"aiohttp {aiohttp.__version__} lacks {', '.join(missing)}, which the connection"
+            f" guard (kaos_core.http.server) reads; it was verified on aiohttp"
+            f" {'.'.join(map(str, VERIFIED_AIOHTTP))}: install that version"
+        )
+    if _aiohttp_version() != VERIFIED_AIOHTTP:
+        log.warning(
+            "aiohttp version not verified for the connection guard",
+            extra={
+                "aiohttp": aiohttp.__version__,
+                "verified": ".".join(map(str, VERIFIED_AIOHTTP)),
+            },
+        )
+
+
 def _handler_idle(handler: web_protocol.RequestHandler) -> bool:
-    # aiohttp keeps no public notion of "waiting for a request"; these are the attributes
-    # its RequestHandler (3.14) sets while a request is queued or being handled.
     return (
-        not getattr(handler, "_force_close", False)
-        and getattr(handler, "_current_request", None) is None
-        and not getattr(handler, "_request_in_progress", False)
-        and not getattr(handler, "_messages", ())
+        not handler._force_close
+        and handler._current_request is None
+        and not handler._request_in_progress
+        and not handler._messages
     )
 
 
@@ -314,12 +356,14 @@ def _handler_close(handler: web_protocol.RequestHandler) -> None:
 
 def _handler_mute(handler: web_protocol.RequestHandler) -> None:
     # What ``force_close`` sets, without closing the transport: the handler then ignores
-    # incoming data, arms no keep-alive close, and starts no request loop (3.14).
+    # incoming data, arms no keep-alive close, and starts no request loop.
     handler._force_close = True
 
 
 def aiohttp_guard(max_connections: int) -> ConnectionGuard[web_protocol.RequestHandler]:
-    """A guard for an aiohttp server's connections."""
+    """A guard for an aiohttp server's connections (``RuntimeError`` on an aiohttp whose
+    internals it cannot use)."""
+    check_aiohttp_internals()
     return ConnectionGuard(
         max_connections, is_idle=_handler_idle, close=_handler_close, mute=_handler_mute
     )
@@ -363,7 +407,8 @@ class GuardedRunner(web.AppRunner):
 
     async def _make_server(self) -> web_server.Server:
         server = await super()._make_server()
-        # Rebuild with the same handler and options; aiohttp builds the plain one here.
+        # Rebuild with the same handler and options (private: see the module docstring);
+        # aiohttp builds the plain one here.
         return GuardedServer(
             server.request_handler,
             request_factory=server.request_factory,

@@ -18,10 +18,8 @@ from typing import Any, TypeVar
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
-from kaos_core.auth.names import AGENT_TOKEN_HEADER, USER_TOKEN_HEADER
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.http.failures import describe_failure
-from kaos_core.http.middleware import REQUEST_ID_HEADER
 from kaos_core.memory.contract import (
     ALL_TIERS,
     AuditRequest,
@@ -40,7 +38,16 @@ from kaos_core.memory.contract import (
     WriteRequest,
     WriteResponse,
 )
-from kaos_core.memory.identity import Identity, validate_agent_identity, validate_subject
+from kaos_core.tracing import client_session
+from kaos_core.wire import (
+    AGENT_TOKEN_HEADER,
+    AUTHORIZATION_HEADER,
+    REQUEST_ID_HEADER,
+    USER_TOKEN_HEADER,
+    Identity,
+    validate_agent_identity,
+    validate_subject,
+)
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +129,7 @@ class MemoryServiceClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout)
+            self._session = client_session(timeout=self.timeout)
         return self._session
 
     def _identity(self, session_id: str | None, principal: str | None) -> Identity:
@@ -148,7 +155,7 @@ class MemoryServiceClient:
         if user_token is not None:
             headers[USER_TOKEN_HEADER] = user_token
         if self.admin_credential is not None:
-            headers["Authorization"] = f"Bearer {self.admin_credential}"
+            headers[AUTHORIZATION_HEADER] = f"Bearer {self.admin_credential}"
         if request_id is not None:
             headers[REQUEST_ID_HEADER] = request_id
         try:

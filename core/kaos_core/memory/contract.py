@@ -3,7 +3,7 @@
 The service and every client import these models, so the two sides cannot drift. The
 pinned text is ``docs/memory-http-v1.md``. Request models are strict (no type
 coercion) and forbid unknown fields; identity never travels in a body (see
-``kaos_core.memory.identity``).
+``kaos_core.wire``).
 """
 
 from __future__ import annotations

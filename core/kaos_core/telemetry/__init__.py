@@ -1,14 +1,15 @@
 """OpenTelemetry for every KAOS process: on when an OTLP endpoint is set, free when not.
 
-``setup_telemetry(service)`` runs first in each program's ``main``: with
+``setup_telemetry(service, settings.telemetry)`` runs first in each program's ``main``: with
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the traces endpoint) set it installs the SDK's tracer
 provider with an OTLP/HTTP exporter behind a batch processor, the resource (service,
 namespace and Kubernetes object from ``OTEL_RESOURCE_ATTRIBUTES``, the process as
-``service.instance.id``) and the aiohttp server middleware and client trace config of
-``kaos_core.telemetry.http`` (W3C trace context in and out of every request). Without an
-endpoint it returns ``None`` having imported nothing beyond the OpenTelemetry API, whose
-tracers are no-ops: the code that opens spans (``tracer(...)``) runs unchanged and costs a
-function call.
+``service.instance.id``). From then on ``enabled`` is true, and the app factory and the
+client-session factory wire in ``kaos_core.tracing`` (W3C trace context in and out of
+every request): so it runs before any app or session is made. Without an endpoint it
+returns ``None`` having imported nothing beyond the OpenTelemetry API, whose tracers are
+no-ops: the code that opens spans (``tracer(...)``) runs unchanged and costs a function
+call.
 
 The outbox helpers carry a span's context through the database: ``current_traceparent``
 is the W3C ``traceparent`` of the active span (``None`` when nothing is traced), stored
@@ -18,7 +19,7 @@ process does the work later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -54,20 +55,19 @@ _installed: Telemetry | None = None
 
 
 def setup_telemetry(
-    service: str, environ: Mapping[str, str] | None = None, *, instance: str | None = None
+    service: str, settings: TelemetrySettings, *, instance: str | None = None
 ) -> Telemetry | None:
-    """Install tracing when the settings ask for it; ``None`` (nothing imported) when not.
+    """Install tracing when ``settings`` (the service's ``telemetry`` group) ask for it;
+    ``None`` (nothing imported) when not.
 
     ``service`` is the ``service.name`` unless ``OTEL_SERVICE_NAME`` says otherwise;
-    ``instance`` the ``service.instance.id`` (default: host and pid). Raises
-    ``SettingsError`` on a malformed variable, like every other setting.
+    ``instance`` the ``service.instance.id`` (default: host and pid).
     """
     global _capture, _installed
-    settings = TelemetrySettings.from_env(environ)
     _capture = settings.capture_content
     if not settings.enabled:
         return None
-    # Only here: the SDK, the exporter and the aiohttp hooks.
+    # Only here: the SDK and the exporter.
     from kaos_core.telemetry import sdk
 
     _installed = sdk.install(settings, service, instance=instance)

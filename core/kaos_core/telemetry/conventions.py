@@ -12,16 +12,13 @@ from typing import Final
 OPERATION: Final = "gen_ai.operation.name"
 AGENT_NAME: Final = "gen_ai.agent.name"
 CONVERSATION_ID: Final = "gen_ai.conversation.id"
-PROVIDER_NAME: Final = "gen_ai.provider.name"
 REQUEST_MODEL: Final = "gen_ai.request.model"
-TOKEN_TYPE: Final = "gen_ai.token.type"
 
 # Memory operations and attributes.
 SEARCH_MEMORY: Final = "search_memory"
 UPDATE_MEMORY: Final = "update_memory"
 DELETE_MEMORY: Final = "delete_memory"
 MEMORY_STORE_ID: Final = "gen_ai.memory.store.id"
-MEMORY_RECORD_ID: Final = "gen_ai.memory.record.id"
 MEMORY_QUERY_TEXT: Final = "gen_ai.memory.query.text"  # opt-in (content capture)
 MEMORY_RECORDS: Final = "gen_ai.memory.records"  # opt-in (content capture)
 
@@ -36,7 +33,6 @@ MEMORY_FOLD_ID: Final = "kaos.memory.fold.id"
 MEMORY_REPLICA: Final = "kaos.memory.replica"
 MEMORY_DELETED_TURNS: Final = "kaos.memory.deleted.turns"
 MEMORY_DELETED_FACTS: Final = "kaos.memory.deleted.facts"
-MEMORY_DELETED_SESSIONS: Final = "kaos.memory.deleted.sessions"
 
 # Delegation between agents (the client span of a call to a peer).
 DELEGATION_TRANSPORT: Final = "kaos.delegation.transport"

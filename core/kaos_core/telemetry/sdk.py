@@ -11,7 +11,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from kaos_core.telemetry import Telemetry, http
+from kaos_core import tracing
+from kaos_core.telemetry import Telemetry
 from kaos_core.telemetry.settings import TelemetrySettings
 
 
@@ -40,6 +41,6 @@ def install(settings: TelemetrySettings, service: str, *, instance: str | None) 
     provider = TracerProvider(resource=Resource.create(attributes))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url(settings))))
     trace.set_tracer_provider(provider)
-    # Before any app or client session exists: W3C context in and out of every request.
-    http.install()
+    # From now on apps and client sessions are made with the aiohttp hooks.
+    tracing.enable()
     return Telemetry(settings=settings, shutdown=provider.shutdown)

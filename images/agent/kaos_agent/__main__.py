@@ -6,9 +6,8 @@ import logging
 import os
 
 from kaos_core.http import run_service
-from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
-from kaos_core.settings import SettingsError, exit_on_settings_error
+from kaos_core.settings import SettingsError, exit_on_settings_error, load_settings
 from kaos_core.telemetry import setup_telemetry
 
 from kaos_agent.app import create_app
@@ -21,13 +20,11 @@ def main() -> None:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        # Read here (create_base_app reads them again) so a bad value exits 2 with one line.
-        HttpLimits.from_env()
-        settings = AgentSettings.from_env()
-        setup_telemetry(settings.name)
+        settings = load_settings(AgentSettings)
+        setup_telemetry(settings.agent.name, settings.telemetry)
     except SettingsError as exc:
         exit_on_settings_error(exc)
-    run_service(create_app(settings), settings.host, settings.port)
+    run_service(create_app(settings), settings.server.host, settings.server.port)
 
 
 if __name__ == "__main__":

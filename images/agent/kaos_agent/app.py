@@ -15,15 +15,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
-from kaos_core.errors import KaosError
 from kaos_core.http import REGISTRY_KEY, create_base_app
-from kaos_core.http.middleware import error_body, request_id
 from kaos_core.memory.client import MemoryServiceClient
 from kaos_core.telemetry.genai_metrics import GenAiMetrics
+from kaos_core.tracing import client_session
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
@@ -31,7 +30,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from kaos_agent.a2a.card import CardBuilder
 from kaos_agent.a2a.server import A2AServer
 from kaos_agent.a2a.tasks import TaskStore
-from kaos_agent.auth import EdgeAuth, challenge
+from kaos_agent.auth import EdgeAuth
 from kaos_agent.autonomous import Sleep, autonomous_loop
 from kaos_agent.chat import chat_completions
 from kaos_agent.context import RunDeps
@@ -84,12 +83,14 @@ TOOLSETS_KEY: web.AppKey[Sequence[AbstractToolset[RunDeps]]] = web.AppKey("agent
 AUTH_KEY: web.AppKey[EdgeAuth | None] = web.AppKey("agent_auth")
 
 
-def build_memory(settings: AgentMemorySettings, metrics: AgentMetrics) -> Memory:
+def build_memory(
+    settings: AgentMemorySettings, agent_identity: str | None, metrics: AgentMetrics
+) -> Memory:
     if settings.type == "remote":
         assert settings.endpoint is not None  # checked by the settings
         client = MemoryServiceClient(
             settings.endpoint,
-            agent_identity=settings.agent_identity,
+            agent_identity=agent_identity,
             timeout=settings.timeout_seconds,
             failure_mode=settings.failure_mode,
             token_file=settings.token_file,
@@ -108,7 +109,12 @@ def build_memory(settings: AgentMemorySettings, metrics: AgentMetrics) -> Memory
 
 
 def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web.Application:
-    app = create_base_app("kaos-agent", max_body_bytes=MAX_BODY_BYTES)
+    app = create_base_app(
+        "kaos-agent",
+        limits=settings.limits,
+        telemetry=settings.telemetry,
+        max_body_bytes=MAX_BODY_BYTES,
+    )
     app[SETTINGS_KEY] = settings
     app[DEPS_KEY] = deps or AgentDeps()
     app[METRICS_KEY] = AgentMetrics.create(app[REGISTRY_KEY])
@@ -122,7 +128,7 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/tools", _tools)
-    if settings.a2a_enabled:
+    if settings.server.a2a_enabled:
         app.router.add_get("/.well-known/agent-card.json", _card)
         app.router.add_get("/.well-known/agent.json", _card)
         app.router.add_post("/", _a2a)
@@ -131,7 +137,7 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
 
 async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS_KEY]
-    auth = EdgeAuth.from_settings(settings.auth, settings.user_auth, settings.identity)
+    auth = EdgeAuth.from_settings(settings.auth, settings.user_auth, settings.agent.identity)
     app[AUTH_KEY] = auth
     try:
         yield
@@ -142,7 +148,7 @@ async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _peers_ctx(app: web.Application) -> AsyncIterator[None]:
     given = app[DEPS_KEY].peer_http
-    http = given or aiohttp.ClientSession()
+    http = given or client_session()
     try:
         delegation = app[SETTINGS_KEY].delegation
         app[PEERS_KEY] = PeerClient(
@@ -156,7 +162,8 @@ async def _peers_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _memory_ctx(app: web.Application) -> AsyncIterator[None]:
     given = app[DEPS_KEY].memory
-    memory = given or build_memory(app[SETTINGS_KEY].memory, app[METRICS_KEY])
+    settings = app[SETTINGS_KEY]
+    memory = given or build_memory(settings.memory, settings.agent.identity, app[METRICS_KEY])
     app[MEMORY_KEY] = memory
     try:
         yield
@@ -169,12 +176,13 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
     settings, deps, metrics = app[SETTINGS_KEY], app[DEPS_KEY], app[METRICS_KEY]
     memory = app[MEMORY_KEY]
     support = ToolSupport(metrics, enabled=settings.model.tools != "off")
-    delegation = settings.delegation
+    delegation, memory_settings = settings.delegation, settings.memory
     tools: list[GuardedToolset] = []
     if not support.enabled:
         # A model that cannot call tools gets none: no MCP sessions, no peers, no memory tools.
         log.info("tools are off (MODEL_TOOLS=off): the model is offered none")
-        delegation = replace(delegation, peers=())
+        delegation = delegation.model_copy(update={"peers": ()})
+        memory_settings = memory_settings.model_copy(update={"tools": "none"})
     elif deps.toolsets is None:
         tools = mcp_toolsets(settings.tools, metrics)
     else:
@@ -183,17 +191,17 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
         tools=tools,
         delegation=delegation,
         peer_client=app[PEERS_KEY],
-        memory=settings.memory if support.enabled else replace(settings.memory, tools="none"),
+        memory=memory_settings,
         remote_memory=memory if isinstance(memory, RemoteMemory) else None,
         metrics=metrics,
     )
     app[TOOLSETS_KEY] = toolsets
     model = MeteredModel(
-        deps.model or openai_model(settings.model), app[GENAI_METRICS_KEY], settings.name
+        deps.model or openai_model(settings.model), app[GENAI_METRICS_KEY], settings.agent.name
     )
     agent = build_agent(
-        name=settings.name,
-        instructions=settings.instructions,
+        name=settings.agent.name,
+        instructions=settings.agent.instructions,
         # Outside the metered model: a refused request is measured too.
         model=ToolRefusalFallback(model, support),
         model_settings=settings.model,
@@ -238,11 +246,11 @@ async def _autonomous_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _chat(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS_KEY]
     runtime, auth = request.app[RUNTIME_KEY], request.app[AUTH_KEY]
-    return await chat_completions(request, runtime, settings.name, auth)
+    return await chat_completions(request, runtime, settings.agent.name, auth)
 
 
 async def _models(request: web.Request) -> web.Response:
-    name = request.app[SETTINGS_KEY].name
+    name = request.app[SETTINGS_KEY].agent.name
     return web.json_response(
         {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "kaos"}]}
     )
@@ -252,14 +260,7 @@ async def _tools(request: web.Request) -> web.Response:
     # The same callers as a chat: with verified identity on, the same credentials.
     auth = request.app[AUTH_KEY]
     if auth is not None:
-        try:
-            await auth.check(request.headers)
-        except KaosError as exc:
-            return web.json_response(
-                error_body(exc.code, exc.message, request_id(request)),
-                status=exc.status,
-                headers=challenge(exc),
-            )
+        await auth.check(request.headers)
     listing = await list_tools(request.app[TOOLSETS_KEY])
     return web.json_response(listing.model_dump(mode="json"))
 

@@ -21,28 +21,34 @@ is proven too (``UserAuth``):
 - a verified delegation carries the user's token as the calling agent forwarded it
   (``X-User-Token``), verified the same way; a delegation without one acts for no user,
   so the run self-subjects (its principal is this agent's own identity, as an autonomous
-  run's is) and never writes under a principal it was merely told;
+  run's is) and never writes under a principal it was merely told (the derivation the
+  memory service runs too, ``kaos_core.auth.principal``);
 - ``X-Principal`` is refused (400): nobody may name the principal any more.
 
 Every 401 carries a ``WWW-Authenticate`` challenge: ``KaosAgentToken`` naming the header
-and the audience for an agent token, ``Bearer`` for a user token.
+and the audience for an agent token, ``Bearer`` for a user token. The error carries it;
+the error middleware (or, for A2A, the JSON-RPC refusal) writes it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
 from kaos_core.auth import names
 from kaos_core.auth.callers import Caller
 from kaos_core.auth.config import CallerAuthSettings, UserAuthSettings
-from kaos_core.auth.gate import CallerGate, challenge_value, one_token, presented_tokens
-from kaos_core.auth.oidc import UserVerifier, bearer_challenge, bearer_token
-from kaos_core.auth.verify import Forbidden, Unauthenticated
+from kaos_core.auth.gate import CallerGate, presented_tokens
+from kaos_core.auth.oidc import UserVerifier, VerifiedUser, bearer_challenge, bearer_token
+from kaos_core.auth.principal import forwarded_user
+from kaos_core.auth.verify import Unauthenticated
 from kaos_core.errors import BadRequest, KaosError
-from kaos_core.memory.identity import (
+from kaos_core.wire import (
     AGENT_IDENTITY_HEADER,
+    AGENT_TOKEN_HEADER,
+    AUTHORIZATION_HEADER,
+    DELEGATION_DEPTH_HEADER,
     PRINCIPAL_HEADER,
+    USER_TOKEN_HEADER,
     header_values,
     parse_identity,
 )
@@ -50,29 +56,24 @@ from kaos_core.memory.identity import (
 from kaos_agent.context import Verified, parse_depth
 
 AUDIENCE = names.AGENT_AUDIENCE
+# The error of a user's 401 that carried no credential (RFC 6750 3.1: its challenge names
+# no error).
+MISSING_USER_TOKEN = "missing_user_token"
 
 
-class UserUnauthenticated(Unauthenticated):
-    """A user token that is missing, malformed, forged, expired or meant for someone else."""
-
-
-def challenge(exc: KaosError) -> dict[str, str]:
-    """The headers of a refusal: the RFC 9110 challenge on a 401, nothing otherwise."""
-    if exc.status != 401:
-        return {}
-    if isinstance(exc, UserUnauthenticated):
-        # RFC 6750 3.1: no error attribute when the request carried no credentials.
-        code = None if exc.code == "missing_user_token" else "invalid_token"
-        description = None if code is None else exc.message
-        return {"WWW-Authenticate": bearer_challenge(AUDIENCE, code, description)}
-    return {"WWW-Authenticate": challenge_value(AUDIENCE, exc.code)}
+def user_refusal(exc: Unauthenticated) -> Unauthenticated:
+    """A refused user token with its RFC 6750 ``Bearer`` challenge (no error attribute when
+    the request carried no credentials)."""
+    if exc.code == MISSING_USER_TOKEN:
+        return exc.challenge(bearer_challenge(AUDIENCE))
+    return exc.challenge(bearer_challenge(AUDIENCE, "invalid_token", exc.message))
 
 
 def claims_delegation(headers: Mapping[str, str], body_depth: object = None) -> bool:
     """Whether a request says it comes from another agent (identity or depth above 0).
 
     A depth that is not an integer is left to the request's own parser (a 400)."""
-    if AGENT_IDENTITY_HEADER in headers or names.USER_TOKEN_HEADER in headers:
+    if AGENT_IDENTITY_HEADER in headers or USER_TOKEN_HEADER in headers:
         return True
     raw: object = headers.get(DELEGATION_DEPTH_HEADER)
     for value in (raw, body_depth):
@@ -97,20 +98,22 @@ class AgentAuth(CallerGate):
     ) -> Caller | None:
         """The verified calling agent; ``None`` for an end user's call (no delegation claim).
 
-        Raises ``Unauthenticated`` (401), ``Forbidden`` (403), ``VerifierUnavailable``
-        (503), or ``BadRequest`` for an unusable identity header."""
+        Raises ``Unauthenticated`` (401, with the gate's challenge), ``Forbidden`` (403),
+        ``VerifierUnavailable`` (503), or ``BadRequest`` for an unusable identity header."""
         tokens = presented_tokens(headers)
         if not tokens:
             if claims_delegation(headers, body_depth):
-                raise Unauthenticated(
-                    f"{names.AGENT_TOKEN_HEADER} is required: this agent verifies who delegates"
-                    f" to it ({AGENT_IDENTITY_HEADER} or a delegation depth alone is not an"
-                    " identity)",
-                    code="missing_token",
+                raise self.challenged(
+                    Unauthenticated(
+                        f"{AGENT_TOKEN_HEADER} is required: this agent verifies who delegates"
+                        f" to it ({AGENT_IDENTITY_HEADER} or a delegation depth alone is not"
+                        " an identity)",
+                        code="missing_token",
+                    )
                 )
-            # An end user's call: unverified for now (users' tokens are issue 14).
+            # An end user's call: verified by ``UserAuth`` when the posture asks for it.
             return None
-        caller = await self.admit(one_token(tokens))
+        caller = await self.admit_presented(tokens)
         self.check_claim(caller, parse_identity(headers).agent)
         return caller
 
@@ -123,46 +126,45 @@ class UserAuth:
         self.own_identity = own_identity
 
     async def identify(self, headers: Mapping[str, str], caller: Caller | None) -> Verified:
-        claimed = header_values(headers, PRINCIPAL_HEADER)
-        if caller is not None:
-            # A delegation: the caller's principal header is checked against the token it
-            # forwards, and means nothing without one (the run then acts for this agent).
-            forwarded = header_values(headers, names.USER_TOKEN_HEADER)
-            if not forwarded:
-                return Verified(caller=caller, derived=True, principal=self.own_identity)
-            if len(forwarded) > 1:
-                raise UserUnauthenticated(f"{names.USER_TOKEN_HEADER} given more than once")
-            verified = await self._verified(forwarded[0], caller)
-            if claimed and claimed != [verified.principal]:
-                raise Forbidden(
-                    f"{PRINCIPAL_HEADER} does not match the principal of the user's token",
-                    code="principal_mismatch",
-                )
-            return verified
-        if claimed:
+        """What the request proves of its user; every 401 carries a ``Bearer`` challenge."""
+        try:
+            if caller is not None:
+                return await self._delegated(headers, caller)
+            return self._verified(await self._end_user(headers), None)
+        except Unauthenticated as exc:
+            raise user_refusal(exc) from None
+
+    async def _delegated(self, headers: Mapping[str, str], caller: Caller) -> Verified:
+        # The caller's principal header is checked against the token it forwards, and
+        # means nothing without one (the run then acts for this agent).
+        user = await forwarded_user(headers, self.verifier)
+        if user is None:
+            return Verified(caller=caller, derived=True, principal=self.own_identity)
+        return self._verified(user, caller)
+
+    async def _end_user(self, headers: Mapping[str, str]) -> VerifiedUser:
+        if header_values(headers, PRINCIPAL_HEADER):
             raise BadRequest(
                 f"{PRINCIPAL_HEADER} is not accepted: this agent takes the principal from the"
                 " user's verified token (Authorization: Bearer)",
                 code="principal_header_refused",
             )
-        values = header_values(headers, "Authorization")
+        values = header_values(headers, AUTHORIZATION_HEADER)
         if len(values) > 1:
-            raise UserUnauthenticated("Authorization given more than once")
+            raise Unauthenticated(f"{AUTHORIZATION_HEADER} given more than once")
         token = bearer_token(values[0] if values else None)
         if token is None:
-            raise UserUnauthenticated(
+            raise Unauthenticated(
                 "this agent needs the user's token: Authorization: Bearer <token>",
-                code="missing_user_token",
+                code=MISSING_USER_TOKEN,
             )
-        return await self._verified(token, None)
-
-    async def _verified(self, token: str, caller: Caller | None) -> Verified:
         try:
-            user = await self.verifier.verify(token)
-        except UserUnauthenticated:
-            raise
+            return await self.verifier.verify(token)
         except Unauthenticated as exc:
-            raise UserUnauthenticated(f"user token refused: {exc.message}") from None
+            raise Unauthenticated(f"user token refused: {exc.message}") from None
+
+    @staticmethod
+    def _verified(user: VerifiedUser, caller: Caller | None) -> Verified:
         return Verified(
             caller=caller, derived=True, principal=user.principal, user_token=user.token
         )

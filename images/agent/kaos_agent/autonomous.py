@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from kaos_core.errors import KaosError
 from kaos_core.logging import request_id_var
-from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
+from kaos_core.wire import PRINCIPAL_HEADER, SESSION_HEADER
 
 from kaos_agent.context import RunDeps, run_context
 from kaos_agent.runner import AgentRuntime

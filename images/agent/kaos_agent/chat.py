@@ -10,7 +10,8 @@ the tokens the model reported, summed over the run's model requests; a stream ca
 in a last chunk when the request asks with ``stream_options.include_usage``.
 
 With agent identity verified (``kaos_agent.auth``), a delegating agent's token is checked
-before the body is read; a refusal is a JSON error (401 with ``WWW-Authenticate``, 403).
+before the body is read; a refusal is raised, and the error middleware answers it (401
+with the challenge the refusal carries, 403).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from kaos_core.errors import BadRequest, KaosError
 from kaos_core.http.body import parse_model, read_json_object
 from kaos_core.http.middleware import error_body, request_id
 from kaos_core.memory.contract import Role
-from kaos_core.memory.identity import SESSION_HEADER
+from kaos_core.wire import SESSION_HEADER
 from pydantic import BaseModel, ConfigDict, Field
 
-from kaos_agent.auth import EdgeAuth, challenge
+from kaos_agent.auth import EdgeAuth
 from kaos_agent.context import RunDeps, Verified, run_context
 from kaos_agent.memory.turns import history_from_request
 from kaos_agent.runner import AgentRuntime, StreamState, TokenUsage
@@ -105,14 +106,7 @@ async def chat_completions(
 ) -> web.StreamResponse:
     verified: Verified | None = None
     if auth is not None:
-        try:
-            verified = await auth.check(request.headers)
-        except KaosError as exc:
-            return web.json_response(
-                error_body(exc.code, exc.message, request_id(request)),
-                status=exc.status,
-                headers=challenge(exc),
-            )
+        verified = await auth.check(request.headers)
     doc = await read_json_object(request)
     body = parse_model(ChatRequest, doc)
     last = body.messages[-1]

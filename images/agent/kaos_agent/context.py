@@ -5,7 +5,7 @@ headers or the autonomous scheduler, never from model output: tools read them fr
 and have no parameters through which a model could choose them. ``run_context`` is the
 one parser, used by chat completions, A2A and the autonomous loop, so every entry point
 accepts and refuses the same values: each identity header and the delegation depth at
-most once, identity as printable UTF-8 text (``kaos_core.memory.identity``).
+most once, identity as printable UTF-8 text (``kaos_core.wire``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
 from kaos_core.auth.callers import Caller
 from kaos_core.errors import BadRequest
-from kaos_core.memory.identity import (
+from kaos_core.wire import (
+    DELEGATION_DEPTH_HEADER,
     SESSION_HEADER,
     header_values,
     parse_identity,

@@ -26,15 +26,21 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
-from kaos_core.auth.names import AGENT_PEER_TOKEN_FILE, AGENT_TOKEN_HEADER, USER_TOKEN_HEADER
+from kaos_core.auth.names import AGENT_PEER_TOKEN_FILE
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.endpoints import Endpoint
 from kaos_core.http.failures import describe_failure
-from kaos_core.http.middleware import REQUEST_ID_HEADER
-from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
 from kaos_core.telemetry import conventions as otel
 from kaos_core.telemetry import tracer
+from kaos_core.wire import (
+    A2A_VERSION_HEADER,
+    AGENT_TOKEN_HEADER,
+    DELEGATION_DEPTH_HEADER,
+    PRINCIPAL_HEADER,
+    REQUEST_ID_HEADER,
+    SESSION_HEADER,
+    USER_TOKEN_HEADER,
+)
 from opentelemetry.propagate import inject
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic_ai import RunContext
@@ -47,7 +53,6 @@ from kaos_agent.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 
-A2A_VERSION_HEADER = "A2A-Version"
 A2A_VERSION = "1.0"
 # Key of the KAOS block in A2A message metadata.
 KAOS_METADATA_KEY = "kaos"
@@ -137,7 +142,7 @@ class PeerClient:
     ) -> tuple[str, str]:
         headers = delegation_headers(deps, depth)
         # The span's context, for the peer (with tracing on, the client span of the request
-        # replaces it with its own, a child of this one: kaos_core.telemetry.http).
+        # replaces it with its own, a child of this one: kaos_core.tracing).
         inject(headers)
         if self._token is not None:
             token = self._token.read()

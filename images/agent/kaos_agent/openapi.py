@@ -13,9 +13,8 @@ import sys
 from typing import Any, Literal
 
 from kaos_core import openapi
-from kaos_core.agent_env import DELEGATION_DEPTH_HEADER
-from kaos_core.auth.names import AGENT_TOKEN_HEADER
 from kaos_core.openapi import JSON, REQUEST_ID, REQUEST_ID_ECHO, Header, Operation, Reply
+from kaos_core.wire import A2A_VERSION_HEADER, AGENT_TOKEN_HEADER, DELEGATION_DEPTH_HEADER
 from pydantic import BaseModel, ConfigDict, RootModel
 from typing_extensions import TypedDict
 
@@ -387,7 +386,7 @@ def agent_operations() -> list[Operation]:
                 ),
                 A2A_DEPTH,
                 REQUEST_ID,
-                Header("A2A-Version", "Protocol version; major 0 or 1.", {"type": "string"}),
+                Header(A2A_VERSION_HEADER, "Protocol version; major 0 or 1.", {"type": "string"}),
             ],
             JsonRpcRequest,
             body_examples=A2A_EXAMPLES,

@@ -1,10 +1,9 @@
 """The settings tables of ``images/agent/README.md``, generated from the settings models.
 
-Each field's variable, default and description come from the model (``Field(description=
-..., json_schema_extra={"env": ..., "group": ...})``), rendered by
-``kaos_core.settings.settings_markdown`` one table per group, so the README cannot drift
-from the code (a unit test compares them). ``python -m kaos_agent.settings_doc`` rewrites
-the generated regions of the README in place.
+Each variable, default and description come from the settings groups (declared with
+``kaos_core.settings.setting``), rendered by ``kaos_core.settings.settings_markdown`` one
+table per group, so the README cannot drift from the code (a unit test compares them).
+``python -m kaos_agent.settings_doc`` rewrites the generated regions of the README in place.
 """
 
 from __future__ import annotations
@@ -12,14 +11,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kaos_core.settings import EnvSettings, replace_region, settings_markdown
+from kaos_core.settings import ServiceSettings, replace_region, settings_markdown
 
 from kaos_agent.mcp_runtime.settings import MCP_GROUPS, McpSettings
 from kaos_agent.settings import GROUPS, AgentSettings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 # Generated region of the README → the model and its group titles.
-REGIONS: dict[str, tuple[type[EnvSettings], dict[str, str]]] = {
+REGIONS: dict[str, tuple[type[ServiceSettings], dict[str, str]]] = {
     "kaos-agent settings": (AgentSettings, GROUPS),
     "kaos-mcp settings": (McpSettings, MCP_GROUPS),
 }

@@ -9,7 +9,6 @@ import threading
 import time
 
 from kaos_core.http import run_service
-from kaos_core.http.limits import HttpLimits
 from kaos_core.logging import configure_logging
 from kaos_core.settings import SettingsError, exit_on_settings_error
 from kaos_core.telemetry import setup_telemetry
@@ -23,10 +22,8 @@ log = logging.getLogger("kaos_memory")
 
 def main() -> None:
     try:
-        # Read here (create_base_app reads them again) so a bad value exits 2 with one line.
-        HttpLimits.from_env()
         settings = load_memory_settings()
-        telemetry = setup_telemetry("kaos-memory")
+        telemetry = setup_telemetry("kaos-memory", settings.telemetry)
     except SettingsError as exc:
         exit_on_settings_error(exc)
     http = settings.http
@@ -34,9 +31,9 @@ def main() -> None:
     log.info(
         "starting",
         extra={
-            "storage": settings.storage,
-            "collection": settings.collection,
-            "data_dir": str(settings.data_dir),
+            "storage": settings.backend.mode,
+            "collection": settings.backend.collection,
+            "data_dir": str(settings.backend.data_dir),
         },
     )
     try:

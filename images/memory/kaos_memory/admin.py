@@ -29,14 +29,20 @@ from collections.abc import Mapping
 
 from aiohttp import web
 from kaos_core.auth.access import KubernetesAccess, KubernetesUser, ResourceAttributes
+from kaos_core.auth.oidc import bearer_challenge
 from kaos_core.auth.verify import Forbidden, HttpsSource, Unauthenticated
-from kaos_core.memory.identity import AGENT_IDENTITY_HEADER, Identity, header_values, parse_identity
+from kaos_core.wire import (
+    AGENT_IDENTITY_HEADER,
+    AUTHORIZATION_HEADER,
+    Identity,
+    header_values,
+    parse_identity,
+)
 
 from kaos_memory.audit import ACTOR_KEY
 from kaos_memory.settings import AdminSettings
 from kaos_memory.storage.audit import Actor
 
-AUTHORIZATION_HEADER = "Authorization"
 # The documented virtual resource an administrator is authorised on.
 API_GROUP = "kaos.tools"
 RESOURCE = "memorystores"
@@ -49,8 +55,6 @@ VERBS: dict[str, str] = {
     "/v1/forget": "delete",
 }
 REALM = "kaos.dev/memory"
-# Set on a refused admin request so the response gets its Bearer challenge.
-_CHALLENGE_KEY = "kaos_memory_admin_challenge"
 
 
 def bearer_values(headers: Mapping[str, str]) -> list[str]:
@@ -76,9 +80,9 @@ def bearer_token(headers: Mapping[str, str]) -> str:
     return token.strip()
 
 
-def challenge_value(code: str) -> str:
+def admin_challenge(code: str) -> str:
     """RFC 6750: the scheme, the realm, and the error of a refused credential."""
-    return f'Bearer realm="{REALM}", error="{code}"'
+    return bearer_challenge(REALM, code)
 
 
 class AdminGate:
@@ -127,8 +131,7 @@ class AdminGate:
                 )
             user = await self.access.authenticate(token)
         except Unauthenticated as exc:
-            request[_CHALLENGE_KEY] = exc.code
-            raise
+            raise exc.challenge(admin_challenge(exc.code)) from None
         if verb is None:
             raise Forbidden(
                 "an admin call may recall, list, forget and read the audit; writes come"
@@ -157,15 +160,3 @@ class AdminGate:
     async def close(self) -> None:
         if self.access is not None:
             await self.access.close()
-
-
-async def add_challenge(request: web.Request, response: web.StreamResponse) -> None:
-    """``on_response_prepare``: the Bearer challenge on every 401 of an admin call."""
-    code = request.get(_CHALLENGE_KEY)
-    if code is not None and response.status == 401:
-        response.headers.add("WWW-Authenticate", challenge_value(code))
-
-
-def mark_missing_credential(request: web.Request) -> None:
-    """A request with neither credential: offer the Bearer scheme beside the agent's."""
-    request[_CHALLENGE_KEY] = "missing_token"

@@ -26,8 +26,7 @@ from kaos_core.http import READINESS_KEY, REGISTRY_KEY, create_base_app
 from kaos_core.telemetry.genai_metrics import GenAiMetrics
 
 from kaos_memory.admin import AdminGate
-from kaos_memory.admin import add_challenge as add_admin_challenge
-from kaos_memory.auth import MemoryAuth, add_challenge
+from kaos_memory.auth import MemoryAuth
 from kaos_memory.compaction import fold_policy
 from kaos_memory.consolidation import ConsolidationPolicy, Consolidator
 from kaos_memory.datadir import exclusive_data_dir
@@ -60,7 +59,12 @@ __all__ = ["SERVICE_NAME", "MemoryDeps", "conversation_store", "create_app", "de
 
 
 def create_app(settings: MemorySettings, *, deps: MemoryDeps | None = None) -> web.Application:
-    app = create_base_app(SERVICE_NAME, max_body_bytes=settings.http.max_body_bytes)
+    app = create_base_app(
+        SERVICE_NAME,
+        limits=settings.limits,
+        telemetry=settings.telemetry,
+        max_body_bytes=settings.http.max_body_bytes,
+    )
     app[SETTINGS_KEY] = settings
     app[DEPS_KEY] = deps if deps is not None else default_deps(settings)
     app[METRICS_KEY] = MemoryMetrics.create(app[REGISTRY_KEY])
@@ -84,8 +88,6 @@ def create_app(settings: MemorySettings, *, deps: MemoryDeps | None = None) -> w
         auth.admin = AdminGate.from_settings(settings.admin)
         app[AUTH_KEY] = auth
         app.cleanup_ctx.append(_auth_ctx)
-        app.on_response_prepare.append(add_challenge)
-        app.on_response_prepare.append(add_admin_challenge)
     add_routes(app)
     return app
 

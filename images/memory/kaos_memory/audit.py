@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aiohttp import web
 from kaos_core.memory.contract import AuditActor, AuditRecord, AuditScope, Forgotten
-from kaos_core.memory.identity import Identity
+from kaos_core.wire import Identity
 
 from kaos_memory.clock import iso
 from kaos_memory.storage.audit import Actor, AuditEntry

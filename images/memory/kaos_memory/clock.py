@@ -1,8 +1,9 @@
 """Time as the memory service reads it: one injectable clock instead of scattered calls.
 
 A ``Clock`` returns the current time in seconds since the epoch. The service's parts take
-one (default ``wall_clock``), so tests move time forward with a ``FakeClock`` instead of
-waiting on it or granting leases already expired. Timestamps stored as text use ``iso``.
+one (default ``wall_clock``), so tests move time forward with a clock of their own
+instead of waiting on it or granting leases already expired. Timestamps stored as text
+use ``iso``.
 """
 
 from __future__ import annotations
@@ -25,16 +26,3 @@ def wall_clock() -> float:
 def iso(seconds: float) -> str:
     """``seconds`` as the UTC ISO text the conversational tables store (microseconds)."""
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="microseconds")
-
-
-class FakeClock:
-    """A clock that only moves when told to (tests)."""
-
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds

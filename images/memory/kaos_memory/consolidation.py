@@ -60,7 +60,7 @@ from kaos_memory.storage.base import (
     TurnRow,
 )
 from kaos_memory.storage.errors import UnusableAnswer
-from kaos_memory.storage.mem0llm import ExtractionAnswers, observe_answers
+from kaos_memory.storage.mem0.llm import ExtractionAnswers, observe_answers
 from kaos_memory.storage.model_call import ANSWER_REASON
 from kaos_memory.summarizer import Summarizer, UnusableDigest
 from kaos_memory.telemetry import fold_span
@@ -107,7 +107,7 @@ class ConsolidationPolicy:
     sweep_interval: float
     # Extractions (Mem0 calls) running at once across this replica's sessions.
     extraction_concurrency: int = 2
-    # Further digest calls after an unusable answer (extraction's are ``mem0llm``'s).
+    # Further digest calls after an unusable answer (extraction's are ``storage.mem0.llm``'s).
     answer_retries: int = 2
 
 

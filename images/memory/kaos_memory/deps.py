@@ -13,7 +13,7 @@ from kaos_memory.clock import Clock, wall_clock
 from kaos_memory.settings import MemorySettings, StorageSettings
 from kaos_memory.storage.base import ConversationStore, LongTermStore
 from kaos_memory.storage.disabled import DisabledLongTermStore
-from kaos_memory.storage.longterm import Mem0LongTermStore
+from kaos_memory.storage.mem0.store import Mem0LongTermStore
 from kaos_memory.storage.sql.store import SqlConversationStore
 from kaos_memory.summarizer import Summarizer
 
@@ -46,7 +46,9 @@ def default_deps(settings: MemorySettings, clock: Clock = wall_clock) -> MemoryD
     the summarisation endpoint."""
     models = settings.models
     longterm: LongTermStore = (
-        Mem0LongTermStore(settings) if settings.long_term_enabled else DisabledLongTermStore()
+        Mem0LongTermStore(settings.backend, models, settings.tiers)
+        if settings.tiers.long_term_enabled
+        else DisabledLongTermStore()
     )
     return MemoryDeps(
         conversation=conversation_store(settings.backend, clock),

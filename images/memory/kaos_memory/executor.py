@@ -17,6 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from kaos_core.backoff import capped_backoff
+
 from kaos_memory.metrics import MemoryMetrics
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,8 @@ class RetryPolicy:
     backoff_max: float
 
     def delay(self, attempt: int) -> float:
-        return float(min(self.backoff * (2**attempt), self.backoff_max))
+        """The wait before retry ``attempt`` (0 for the first)."""
+        return capped_backoff(attempt, base=self.backoff, cap=self.backoff_max)
 
 
 class BackgroundExecutor:

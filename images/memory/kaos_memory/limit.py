@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
-from kaos_core.http.middleware import error_body, request_id
+from kaos_core.errors import TooManyRequests
 
 RETRY_AFTER_SECONDS = 1
 LIMITED_PREFIX = "/v1/"
@@ -27,15 +27,10 @@ def concurrency_limit(max_in_flight: int) -> Middleware:
         if not request.path.startswith(LIMITED_PREFIX):
             return await handler(request)
         if in_flight >= max_in_flight:
-            return web.json_response(
-                error_body(
-                    "too_many_requests",
-                    f"the memory service is serving its limit of {max_in_flight} requests;"
-                    f" retry after {RETRY_AFTER_SECONDS} s",
-                    request_id(request),
-                ),
-                status=429,
-                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            raise TooManyRequests(
+                f"the memory service is serving its limit of {max_in_flight} requests;"
+                f" retry after {RETRY_AFTER_SECONDS} s",
+                headers=[("Retry-After", str(RETRY_AFTER_SECONDS))],
             )
         in_flight += 1
         try:

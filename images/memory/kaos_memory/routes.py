@@ -22,8 +22,8 @@ from kaos_core.memory.contract import (
     RecallRequest,
     WriteRequest,
 )
-from kaos_core.memory.identity import Identity, find_identity_fields, parse_identity
 from kaos_core.telemetry import conventions as otel
+from kaos_core.wire import Identity, find_identity_fields, parse_identity
 from pydantic import BaseModel
 
 from kaos_memory import telemetry

@@ -6,7 +6,7 @@ compound *attribution*. Both come only from the identity headers, the requested 
 posture and the store's read ceiling. Anything that cannot resolve a usable owner key fails
 here, before a store is touched, so an unresolved scope can never widen into an unscoped
 query. These are the domain rules only: how a scope becomes a backend's filter is the
-business of that backend's adapter (``storage.longterm`` for Mem0).
+business of that backend's adapter (``storage.mem0`` for Mem0).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kaos_core.errors import BadRequest, Forbidden
 from kaos_core.memory.contract import Level, scope_rank
-from kaos_core.memory.identity import Identity
+from kaos_core.wire import Identity
 
 
 @dataclass(frozen=True)

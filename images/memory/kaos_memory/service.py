@@ -42,7 +42,7 @@ from kaos_core.memory.contract import (
     WriteRequest,
     WriteResponse,
 )
-from kaos_core.memory.identity import Identity
+from kaos_core.wire import Identity
 
 from kaos_memory.audit import wire_record
 from kaos_memory.compaction import count_tokens, fold_policy, window

@@ -17,6 +17,8 @@ from typing import Any, Literal
 import aiohttp
 from kaos_core.telemetry import tracer
 from kaos_core.telemetry.genai_metrics import GenAiMetrics, TokenCounts
+from kaos_core.tracing import client_session
+from kaos_core.wire import AUTHORIZATION_HEADER
 
 from kaos_memory.compaction import count_tokens, digest_messages
 from kaos_memory.storage.base import TurnRow
@@ -56,7 +58,7 @@ class Summarizer:
         self.system_prompt = system_prompt
         # The longest digest kept, counted as the window counts (``compaction``).
         self.max_tokens = max_tokens
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.headers = {AUTHORIZATION_HEADER: f"Bearer {api_key}"} if api_key else {}
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
         self._metrics: GenAiMetrics | None = None
@@ -66,7 +68,7 @@ class Summarizer:
         self._metrics = metrics
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession(timeout=self.timeout, headers=self.headers)
+        self._session = client_session(timeout=self.timeout, headers=self.headers)
 
     async def close(self) -> None:
         if self._session is not None:

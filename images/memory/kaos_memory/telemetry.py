@@ -28,9 +28,9 @@ from kaos_core.memory.contract import (
     WriteRequest,
     WriteResponse,
 )
-from kaos_core.memory.identity import Identity
 from kaos_core.telemetry import capture_content, links, tracer
 from kaos_core.telemetry import conventions as otel
+from kaos_core.wire import Identity
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
 from kaos_memory.storage.base import Fold

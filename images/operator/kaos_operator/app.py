@@ -43,7 +43,7 @@ class LeaderElectionStalled(Exception):
 
 
 def create_app(settings: OperatorSettings, *, client: KubeClient | None = None) -> web.Application:
-    app = create_base_app("kaos-operator")
+    app = create_base_app("kaos-operator", limits=settings.limits, telemetry=settings.telemetry)
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = OperatorMetrics.create(app[REGISTRY_KEY])
     app[STATE_KEY] = {"controller": None, "leading": False, "elector": None}
@@ -74,7 +74,7 @@ async def _kube_client(app: web.Application) -> AsyncIterator[None]:
     owned = CLIENT_KEY not in app
     if owned:
         app[CLIENT_KEY] = await KubeClient.connect(
-            app[SETTINGS_KEY].kubeconfig, metrics=app[METRICS_KEY].api
+            app[SETTINGS_KEY].cluster.kubeconfig, metrics=app[METRICS_KEY].api
         )
     yield
     if owned:
@@ -98,7 +98,7 @@ async def _run_controller(app: web.Application) -> AsyncIterator[None]:
         metrics.leader.set(1 if leading else 0)
 
     elector: LeaderElector | None = None
-    if settings.leader_election:
+    if settings.election.enabled:
         leader = settings.leader
         log.info(
             "campaigning for the leader Lease",

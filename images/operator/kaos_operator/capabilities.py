@@ -25,6 +25,7 @@ from typing import Any
 import aiohttp
 from kaos_core.crds.common import LIST_MAX, NAME_MAX
 from kaos_core.crds.modelapi import ModelAPIMode
+from kaos_core.tracing import client_session
 
 from kaos_operator.tools import LIST_TIMEOUT, MAX_BODY
 
@@ -97,7 +98,7 @@ async def read_capabilities(
     not JSON) or ``TimeoutError``; the caller reports the class.
     """
     url = base_url.rstrip("/")
-    async with asyncio.timeout(READ_TIMEOUT), aiohttp.ClientSession() as http:
+    async with asyncio.timeout(READ_TIMEOUT), client_session() as http:
         if mode == "Proxy":
             async with http.get(f"{url}/model/info") as resp:
                 return litellm_capabilities(await _json(resp, "/model/info"))

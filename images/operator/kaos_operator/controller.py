@@ -8,7 +8,7 @@ listed, so no reconcile mistakes "not cached yet" for "does not exist".
 The controller is the reconcilers' ``ReconcileContext``: they read its caches and write
 through it, and never see the controller itself. Each reconcile is a span ``reconcile
 <Kind>`` with the object's kind, namespace, name and outcome; the API calls it makes are
-its children (``kaos_core.telemetry.http``'s client spans, when tracing is on).
+its children (``kaos_core.tracing``'s client spans, when tracing is on).
 """
 
 from __future__ import annotations
@@ -73,11 +73,12 @@ class Controller:
         self.metrics = metrics
         self._settings = settings.reconcile
         self.recorder = EventRecorder(client, settings.leader.identity)
-        self.queue = WorkQueue(backoff_base=settings.backoff_base, backoff_max=settings.backoff_max)
+        queue = settings.queue
+        self.queue = WorkQueue(backoff_base=queue.backoff_base, backoff_max=queue.backoff_max)
         self.index = RefIndex()
         # Last seen generation of each resource (security on: see _queue_referenced).
         self._generations: dict[ObjKey, object] = {}
-        ns = settings.watch_namespace
+        ns = settings.cluster.watch_namespace
         self.resources: dict[str, Informer] = {}
         for model in KINDS:
             kind = model.info.kind
@@ -87,13 +88,13 @@ class Controller:
         self.owned: dict[str, Informer] = {}
         self._owned_by: dict[str, set[tuple[str, str, str]]] = {}
         self._owner_of: dict[tuple[str, str, str], str] = {}
-        for rt in owned_types(settings.gateway_api_enabled):
+        for rt in owned_types(settings.gateway_api.enabled):
             inf = Informer(client, rt, namespace=ns, label_selector=MANAGED_BY_SELECTOR)
             inf.add_handler(self._owned_handler(rt))
             self.owned[rt.kind] = inf
         self.reconcilers: dict[str, Reconciler[Any]] = build_reconcilers(self)
         self.synced = False
-        self._workers = Workers(self.queue, self._handle, settings.workers)
+        self._workers = Workers(self.queue, self._handle, queue.workers)
         metrics.queue_depth.set_function(lambda: self.queue.depth)
 
     # -- events ----------------------------------------------------------------------

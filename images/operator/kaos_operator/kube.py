@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import aiohttp
 from kaos_core.crds.common import GROUP, VERSION, KindInfo
+from kaos_core.tracing import adopt_session
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from prometheus_client import CollectorRegistry, Counter
@@ -183,7 +184,12 @@ class KubeClient:
                 await k8s_config.load_kube_config(client_configuration=configuration)
         # Many watches stay open at once; leave room for the requests beside them.
         configuration.connection_pool_maxsize = 64
-        return cls(k8s.ApiClient(configuration), metrics)
+        api = k8s.ApiClient(configuration)
+        # Our session on the library's pool, so API calls are traced (with its options:
+        # proxies from the environment, a buffer for large watch events).
+        rest = api.rest_client
+        rest.pool_manager = adopt_session(rest.pool_manager, trust_env=True, read_bufsize=2**21)
+        return cls(api, metrics)
 
     async def close(self) -> None:
         await self._api.close()

@@ -3,7 +3,8 @@
 Semantics follow client-go's workqueue (and kopf's per-object ordering): a key added
 while queued is not queued twice; a key added while being processed is processed again
 once the current run is done, never concurrently; failures requeue with exponential
-backoff capped at ``backoff_max``, and a success forgets the failure count.
+backoff capped at ``backoff_max`` (``kaos_core.backoff``), and a success forgets the
+failure count.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Protocol
+
+from kaos_core.backoff import capped_backoff
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +89,7 @@ class WorkQueue:
 
     def backoff(self, key: Hashable) -> float:
         failures = self._failures.get(key, 0)
-        return float(min(self._backoff_base * (2**failures), self._backoff_max))
+        return capped_backoff(failures, base=self._backoff_base, cap=self._backoff_max)
 
     def add_rate_limited(self, key: Hashable) -> float:
         delay = self.backoff(key)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+from kaos_core.tracing import client_session
 
 ToolLister = Callable[[str], Awaitable[list[str]]]
 
@@ -111,7 +112,7 @@ async def list_tool_names(url: str) -> list[str]:
     JSON) or ``TimeoutError``; the caller reports the class.
     """
     names: list[str] = []
-    async with asyncio.timeout(LIST_TIMEOUT), aiohttp.ClientSession() as http:
+    async with asyncio.timeout(LIST_TIMEOUT), client_session() as http:
         session = _Session(http, url)
         try:
             init = await session.request(

@@ -29,6 +29,7 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+from kaos_core import wire
 from kaos_core.auth import names
 from multidict import CIMultiDict
 
@@ -216,7 +217,7 @@ def callee_calls(devmodel: DevModel, *markers: str) -> int:
 
 
 def token(value: str, *, depth: int = 1) -> dict[str, str]:
-    return {names.AGENT_TOKEN_HEADER: value, "X-KAOS-Delegation-Depth": str(depth)}
+    return {wire.AGENT_TOKEN_HEADER: value, "X-KAOS-Delegation-Depth": str(depth)}
 
 
 async def refused_both(
@@ -261,7 +262,7 @@ async def test_a_listed_caller_is_served_over_a2a_and_chat(
 async def test_an_end_users_call_proceeds_unverified(
     callee: ServiceProcess, devmodel: DevModel
 ) -> None:
-    # No token and no delegation claim: an end user (users' tokens are issue 14).
+    # No token and no delegation claim: an end user.
     assert (await chat(callee, {"X-Principal": "alice"})).status == 200
     assert (await a2a(callee, {}, depth=0)).status == 200
     assert callee_calls(devmodel) == 2
@@ -326,7 +327,7 @@ async def test_a_token_given_twice_is_401(
     callee: ServiceProcess, world: World, devmodel: DevModel
 ) -> None:
     real = world.mint(CALLER_A)
-    headers = CIMultiDict([(names.AGENT_TOKEN_HEADER, real), (names.AGENT_TOKEN_HEADER, real)])
+    headers = CIMultiDict([(wire.AGENT_TOKEN_HEADER, real), (wire.AGENT_TOKEN_HEADER, real)])
     headers["X-KAOS-Delegation-Depth"] = "1"
     before = callee_calls(devmodel)
     body = {"model": "callee", "messages": [{"role": "user", "content": "hello callee"}]}

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+from kaos_core import wire
 from kaos_core.auth import names
 from kaos_core.memory.client import MemoryRequestRejected, MemoryServiceClient
 
@@ -182,7 +183,7 @@ async def _refused(
 
 
 def _token(value: str) -> list[tuple[str, bytes]]:
-    return [(names.AGENT_TOKEN_HEADER, value.encode())]
+    return [(wire.AGENT_TOKEN_HEADER, value.encode())]
 
 
 def _agent(world: World, identity: str | None = None) -> list[tuple[str, bytes]]:

@@ -1,10 +1,9 @@
 """The images as built: slim, non-root, the right entrypoint, and working where it matters.
 
-The module fixture runs ``hack/images`` (instant when no input changed; a cold build takes
-minutes) and then looks inside each image the way a runtime would: its configuration
-(``buildah inspect``), its files (``buildah mount``) and processes run in it
-(``buildah run``, with runc). Sizes are not asserted here: ``hack/images --report`` prints
-them beside their targets.
+The package fixture runs ``hack/images`` (``conftest``); the tests look inside each image
+the way a runtime would (``harness``). Sizes are not asserted here: ``hack/images
+--report`` prints them beside their targets. What each KAOS image holds is checked in
+``test_image_contents``, the memory image's embedded store in ``test_memory_image``.
 """
 
 from __future__ import annotations
@@ -12,38 +11,37 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
 import tempfile
-import time
-import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.images.harness import (
+    KAOS_IMAGES,
+    NONROOT,
+    SITE_PACKAGES,
+    Built,
+    Containers,
+    free_port,
+    ref_of,
+)
 from tests.support.ollama import ollama_build
-from tests.support.procs import REPO_ROOT
 
 pytestmark = [pytest.mark.images, pytest.mark.timeout(3600)]
 
-HACK_IMAGES = REPO_ROOT / "hack" / "images"
-KAOS_IMAGES = {"memory": "kaos-memory", "agent": "kaos-agent", "operator": "kaos-operator"}
 # Further commands an image serves: the operator runs `kaos-mcp` for python-string
 # MCPServers and samples/devmodel.yaml runs `kaos-devmodel`, both from the agent image.
 MORE_COMMANDS = {"agent": ["kaos-mcp", "kaos-devmodel"]}
-NONROOT = "65532:65532"
 # Whatever installs or compiles: none of it belongs in a final image.
 BUILD_TOOL_GLOBS = [
-    "opt/*/venv/lib/python3*/site-packages/pip",
-    "opt/*/venv/lib/python3*/site-packages/setuptools",
-    "opt/*/venv/lib/python3*/site-packages/wheel",
-    "opt/*/venv/lib/python3*/site-packages/_distutils_hack",
-    "opt/*/venv/lib/python3*/site-packages/pip-*.dist-info",
-    "opt/*/venv/lib/python3*/site-packages/setuptools-*.dist-info",
-    "opt/*/venv/lib/python3*/site-packages/wheel-*.dist-info",
+    f"{SITE_PACKAGES}/pip",
+    f"{SITE_PACKAGES}/setuptools",
+    f"{SITE_PACKAGES}/wheel",
+    f"{SITE_PACKAGES}/_distutils_hack",
+    f"{SITE_PACKAGES}/pip-*.dist-info",
+    f"{SITE_PACKAGES}/setuptools-*.dist-info",
+    f"{SITE_PACKAGES}/wheel-*.dist-info",
     "opt/*/venv/bin/pip*",
     "usr/lib/python3*/site-packages/pip",
     "usr/local/lib/python3*/site-packages/pip",
@@ -61,85 +59,6 @@ BUILD_TOOL_GLOBS = [
     "root/.cache/pip",
     "home/*/.cache/pip",
 ]
-
-
-@dataclass(frozen=True)
-class Buildah:
-    """buildah on hack/images's own store (it never touches the machine's default one)."""
-
-    root: Path
-    runroot: Path
-
-    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        argv = ["buildah", "--root", str(self.root), "--runroot", str(self.runroot), *args]
-        return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=600)
-
-    def config(self, ref: str) -> dict[str, object]:
-        data = json.loads(self("inspect", "--type", "image", ref).stdout)
-        config: dict[str, object] = data["OCIv1"]["config"]
-        return config
-
-
-@dataclass(frozen=True)
-class Built:
-    buildah: Buildah
-    # ref -> archive, from `hack/images --list`
-    archives: dict[str, Path]
-
-
-@pytest.fixture(scope="module")
-def built() -> Built:
-    if os.geteuid() != 0:
-        pytest.skip("hack/images runs buildah rootful: these checks need root (CI runs as root)")
-    if shutil.which("buildah") is None:
-        pytest.fail("buildah is missing: `make images` installs it (and builds the images)")
-    subprocess.run([str(HACK_IMAGES)], check=True, timeout=3600)
-    listing = subprocess.run(
-        [str(HACK_IMAGES), "--list"], capture_output=True, text=True, check=True
-    ).stdout
-    archives = {ref: Path(path) for ref, path in (line.split() for line in listing.splitlines())}
-    cache = Path(os.environ.get("KAOS_CACHE_DIR", Path.home() / ".cache" / "kaos"))
-    runroot = Path(os.environ.get("KAOS_IMAGES_RUNROOT", "/run/kaos-images"))
-    return Built(Buildah(cache / "images" / "storage", runroot), archives)
-
-
-@pytest.fixture
-def container(built: Built) -> Iterator[tuple[Buildah, list[str]]]:
-    """Working containers made by a test, removed after it."""
-    made: list[str] = []
-    yield built.buildah, made
-    for name in made:
-        built.buildah("rm", name, check=False)
-
-
-def from_image(container: tuple[Buildah, list[str]], ref: str) -> str:
-    buildah, made = container
-    name = buildah("from", "--quiet", ref).stdout.strip()
-    made.append(name)
-    return name
-
-
-def run_in(
-    container: tuple[Buildah, list[str]],
-    ref: str,
-    *argv: str,
-    volumes: tuple[str, ...] = (),
-    network: str = "none",
-    env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """argv in a fresh container of ref, as the image's own user, without a network (or on
-    the host's, for a server on a loopback port)."""
-    buildah, _ = container
-    name = from_image(container, ref)
-    opts = ["--network", network]
-    for volume in volumes:
-        opts += ["--volume", volume]
-    opts += [f"--env={key}={value}" for key, value in (env or {}).items()]
-    return buildah("run", *opts, name, "--", *argv, check=False)
-
-
-def ref_of(image: str) -> str:
-    return f"kaos.local/{KAOS_IMAGES.get(image, image)}:dev"
 
 
 def test_list_names_every_image_with_an_importable_archive(built: Built) -> None:
@@ -165,20 +84,19 @@ def test_list_names_every_image_with_an_importable_archive(built: Built) -> None
 
 @pytest.mark.parametrize("image", sorted(KAOS_IMAGES))
 def test_kaos_image_runs_its_command_as_the_nonroot_uid(
-    built: Built, container: tuple[Buildah, list[str]], image: str
+    built: Built, containers: Containers, image: str
 ) -> None:
     ref = ref_of(image)
     config = built.buildah.config(ref)
     assert config.get("User") == NONROOT
     assert config.get("Entrypoint") == [KAOS_IMAGES[image]]
 
-    ids = run_in(container, ref, "id", "-u")
+    ids = containers.run(ref, "id", "-u")
     assert ids.returncode == 0, ids.stderr
     assert ids.stdout.strip() == "65532"
     # The commands resolve: each console script loads its main() with all its imports.
     commands = [KAOS_IMAGES[image], *MORE_COMMANDS.get(image, [])]
-    load = run_in(
-        container,
+    load = containers.run(
         ref,
         "python",
         "-c",
@@ -194,144 +112,20 @@ def test_kaos_image_runs_its_command_as_the_nonroot_uid(
 
 
 @pytest.mark.parametrize("image", [*sorted(KAOS_IMAGES), "litellm"])
-def test_final_image_has_no_build_tools_tests_or_other_images_code(
-    built: Built, container: tuple[Buildah, list[str]], image: str
-) -> None:
-    buildah, _ = container
-    name = from_image(container, ref_of(image))
-    root = Path(buildah("mount", name).stdout.strip())
-    try:
+def test_final_image_has_no_build_tools_or_tests(containers: Containers, image: str) -> None:
+    with containers.mounted(ref_of(image)) as root:
         found = [str(p.relative_to(root)) for g in BUILD_TOOL_GLOBS for p in root.glob(g)]
         assert found == [], f"build tools in {image}: {found}"
-        pythonpaths = root.glob("opt/*/venv/lib/python3*/site-packages")
-        (site,) = list(pythonpaths)
-        present = {p.name for p in site.glob("kaos_*")}
+        (site,) = list(root.glob(SITE_PACKAGES))
         if image in KAOS_IMAGES:
             # images/prune.py removes the test suites packages ship.
             assert not [p for p in site.glob("*/tests") if p.is_dir()]
-            assert present == {"kaos_core", f"kaos_{image}"}
-            # The `kaos` CLI needs the `cli` extra, which no image installs.
-            assert not (root / "opt/kaos/venv/bin/kaos").exists()
         else:
-            assert present == set()
-    finally:
-        buildah("umount", name, check=False)
-
-
-def test_memory_image_has_no_kubernetes_client_and_embedded_chroma_works(
-    container: tuple[Buildah, list[str]],
-) -> None:
-    """chromadb declares `kubernetes` for its distributed mode; the image drops it, and the
-    embedded PersistentClient the memory service uses still stores and queries."""
-    ref = ref_of("memory")
-    gone = run_in(container, ref, "python", "-c", "import kubernetes")
-    assert gone.returncode != 0
-    assert "No module named 'kubernetes'" in gone.stderr
-    script = (
-        "import tempfile, chromadb\n"
-        "client = chromadb.PersistentClient(path=tempfile.mkdtemp(dir='/data'))\n"
-        "facts = client.get_or_create_collection('facts', embedding_function=None)\n"
-        "facts.add(ids=['a', 'b'], embeddings=[[1.0, 0.0], [0.0, 1.0]],\n"
-        "          documents=['likes tea', 'lives in Oslo'])\n"
-        "hit = facts.query(query_embeddings=[[0.9, 0.1]], n_results=1)\n"
-        "print(hit['documents'][0][0])\n"
-    )
-    with tempfile.TemporaryDirectory() as data:
-        os.chmod(data, 0o777)
-        done = run_in(container, ref, "python", "-c", script, volumes=(f"{data}:/data",))
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "likes tea"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def serve_and_get(
-    container: tuple[Buildah, list[str]],
-    ref: str,
-    argv: list[str],
-    url: str,
-    *,
-    env: dict[str, str] | None = None,
-    volumes: tuple[str, ...] = (),
-    log: Path,
-) -> object:
-    """Run a server from ref on the host network, as the image's user, until url answers
-    200 (its JSON body is returned) or 180 s pass or it exits (the last error is returned);
-    then stop it."""
-    buildah, _ = container
-    name = from_image(container, ref)
-    opts = ["--network", "host"]
-    for volume in volumes:
-        opts += ["--volume", volume]
-    opts += [f"--env={key}={value}" for key, value in (env or {}).items()]
-    full = ["buildah", "--root", str(buildah.root), "--runroot", str(buildah.runroot), "run"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen([*full, *opts, name, "--", *argv], stdout=out, stderr=out)
-    try:
-        return poll_json(url, proc, deadline=180)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def poll_json(url: str, proc: subprocess.Popen[bytes], *, deadline: float) -> object:
-    """The first 200 body of url, or the last error when deadline seconds pass."""
-    end = time.monotonic() + deadline
-    last: object = None
-    while time.monotonic() < end and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as answer:
-                return json.loads(answer.read())
-        except (OSError, ValueError) as exc:
-            last = repr(exc)
-        time.sleep(0.5)
-    return last
-
-
-def test_memory_service_serves_in_local_mode_from_the_image(
-    container: tuple[Buildah, list[str]],
-) -> None:
-    """The service itself, as the chart runs it (local store: SQLite and embedded Chroma
-    through Mem0), on a volume at /data/memory: ready, with both stores checked."""
-    port = free_port()
-    env = {
-        "KAOS_MEMORY_HOST": "127.0.0.1",
-        "KAOS_MEMORY_PORT": str(port),
-        # Never called before a write: readiness needs no model.
-        "KAOS_MEMORY_EMBEDDING_BASE_URL": "http://127.0.0.1:9/v1",
-        "KAOS_MEMORY_EMBEDDING_MODEL": "unused",
-        "KAOS_MEMORY_EMBEDDING_DIMS": "8",
-    }
-    with tempfile.TemporaryDirectory() as data, tempfile.TemporaryDirectory() as logs:
-        os.chmod(data, 0o777)
-        log = Path(logs) / "memory.log"
-        ready = serve_and_get(
-            container,
-            ref_of("memory"),
-            ["kaos-memory"],
-            f"http://127.0.0.1:{port}/readyz",
-            env=env,
-            volumes=(f"{data}:/data/memory",),
-            log=log,
-        )
-        assert ready == {
-            "status": "ready",
-            "checks": {"conversation_store": "ok", "vector_store": "ok"},
-        }, log.read_text()[-3000:]
-        assert (Path(data) / "conversation.sqlite3").is_file()
+            assert not list(site.glob("kaos_*"))
 
 
 def test_pgvector_image_initialises_like_the_official_one(
-    built: Built, container: tuple[Buildah, list[str]]
+    built: Built, containers: Containers
 ) -> None:
     """The chart's contract: POSTGRES_* and PGDATA on first start, initdb.d scripts run,
     uid 999, pg_isready on PATH; the vector extension then works."""
@@ -353,8 +147,7 @@ def test_pgvector_image_initialises_like_the_official_one(
             "-c \"SELECT '[1,2]'::vector <-> '[1,3]'::vector\"\n"
             "pg_ctl -D $PGDATA -w stop >/dev/null\n"
         )
-        done = run_in(
-            container,
+        done = containers.run(
             ref,
             "sh",
             "-ec",
@@ -372,7 +165,7 @@ def test_pgvector_image_initialises_like_the_official_one(
 
 
 def test_litellm_image_serves_the_proxy_as_the_operator_runs_it(
-    built: Built, container: tuple[Buildah, list[str]]
+    built: Built, containers: Containers
 ) -> None:
     """`litellm --config <file> --port <port>` (the operator's args) as uid 65532, with the
     config mounted read-only: the proxy lists the configured model."""
@@ -396,8 +189,7 @@ def test_litellm_image_serves_the_proxy_as_the_operator_runs_it(
         argv = ["litellm", "--config", "/etc/litellm/config.yaml", "--port", str(port)]
         # On the host network, loopback only (the pod binds every address).
         argv += ["--host", "127.0.0.1"]
-        models = serve_and_get(
-            container,
+        models = containers.serve_and_get(
             ref,
             argv,
             f"http://127.0.0.1:{port}/v1/models",
@@ -409,7 +201,7 @@ def test_litellm_image_serves_the_proxy_as_the_operator_runs_it(
 
 
 def test_ollama_image_serves_a_model_as_the_operator_runs_it(
-    built: Built, container: tuple[Buildah, list[str]]
+    built: Built, containers: Containers
 ) -> None:
     """uid 65532, models under /var/lib/ollama (its own, where the operator mounts a
     volume), and a /bin/sh script that starts `ollama serve`, waits for it, creates
@@ -429,7 +221,7 @@ def test_ollama_image_serves_a_model_as_the_operator_runs_it(
     build = ollama_build()
     if not build.gguf.is_file():
         pytest.fail(f"{build.gguf} is missing: hack/images runs hack/ollama-build, which makes it")
-    version = run_in(container, ref, "ollama", "--version")
+    version = containers.run(ref, "ollama", "--version")
     assert f"client version is {build.version}" in version.stdout + version.stderr
     script = (
         "set -e\n"
@@ -445,8 +237,7 @@ def test_ollama_image_serves_a_model_as_the_operator_runs_it(
         "ls /var/lib/ollama/models/blobs\n"
     )
     # On the host's network for a loopback port of its own (no container network here).
-    done = run_in(
-        container,
+    done = containers.run(
         ref,
         "/bin/sh",
         "-c",
@@ -461,7 +252,7 @@ def test_ollama_image_serves_a_model_as_the_operator_runs_it(
 
 
 def test_registry_image_serves_the_registry_and_busybox_httpd(
-    built: Built, container: tuple[Buildah, list[str]]
+    built: Built, containers: Containers
 ) -> None:
     """uid 65532, the default configuration (filesystem storage in /var/lib/registry)
     answers the registry API; busybox's sh and httpd (the blob file server) work in it."""
@@ -470,15 +261,14 @@ def test_registry_image_serves_the_registry_and_busybox_httpd(
     assert config.get("User") == NONROOT
     assert config.get("Entrypoint") == ["/usr/bin/registry"]
     assert config.get("Cmd") == ["serve", "/etc/distribution/config.yml"]
-    version = run_in(container, ref, "/usr/bin/registry", "--version")
+    version = containers.run(ref, "/usr/bin/registry", "--version")
     assert version.returncode == 0, version.stderr
     assert "v3.1.2" in version.stdout
 
     port = free_port()
     with tempfile.TemporaryDirectory() as logs:
         log = Path(logs) / "registry.log"
-        catalog = serve_and_get(
-            container,
+        catalog = containers.serve_and_get(
             ref,
             ["/usr/bin/registry", "serve", "/etc/distribution/config.yml"],
             f"http://127.0.0.1:{port}/v2/_catalog",
@@ -498,8 +288,8 @@ def test_registry_image_serves_the_registry_and_busybox_httpd(
         "done\n"
         'kill "$httpd"\n'
     )
-    done = run_in(
-        container, ref, "/bin/sh", "-c", script, network="host", env={"PORT": str(free_port())}
+    done = containers.run(
+        ref, "/bin/sh", "-c", script, network="host", env={"PORT": str(free_port())}
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == "blob"

@@ -57,7 +57,7 @@ def pytest_terminal_summary(
     terminalreporter.line(f"tests/e2e/kind was skipped: {reason}.", yellow=True, bold=True)
     terminalreporter.line(
         "It needs a Docker engine and kind (hack/k8s-build kind builds kind), or root and "
-        "the real node's binaries (hack/k8s-build node); see 'End-to-end on kind' in README.md.",
+        "the real node's binaries (hack/k8s-build node); see docs/development/e2e.md.",
         yellow=True,
     )
 

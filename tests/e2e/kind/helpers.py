@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kaos_cli.agent import chat
-from kaos_cli.portforward import port_forward
+from kaos_cli.clients.agent import chat
+from kaos_cli.kubectl.forward import port_forward
 from kaos_core.memory.client import MemoryServiceClient
-from kaos_core.memory.identity import agent_identity
+from kaos_core.wire import agent_identity
 
 from tests.support.cluster import wait_until
 

@@ -20,10 +20,10 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from kaos_cli.agent import stream_chat
-from kaos_cli.portforward import port_forward
+from kaos_cli.clients.agent import stream_chat
+from kaos_cli.kubectl.forward import port_forward
 from kaos_core.memory.client import MemoryServiceClient
-from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
+from kaos_core.wire import PRINCIPAL_HEADER, SESSION_HEADER
 
 from tests.e2e.kind.helpers import (
     AGENT_PORT,

@@ -436,7 +436,7 @@ async def test_forget_erases_a_principals_rows_and_nothing_else(
     assert reply.text == "From long-term memory:\nNo matching memories."
 
 
-# --- per-role model bindings and GET /tools (issue 17) -----------------------------------
+# --- per-role model bindings and GET /tools ---------------------------------------------
 
 
 async def test_each_model_role_reaches_its_own_endpoint(

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
-from kaos_core.memory.identity import agent_identity
+from kaos_core.wire import agent_identity
 
 from tests.fixtures.memory import MakeMemory
 from tests.support.cluster import wait_until

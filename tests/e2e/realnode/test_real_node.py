@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 import pytest
-from kaos_cli.portforward import port_forward
+from kaos_cli.kubectl.forward import port_forward
 
 from tests.e2e.realnode.conftest import NodeCluster
 from tests.support.cluster import REAL_NODE_NAME, processes_mentioning, wait_until

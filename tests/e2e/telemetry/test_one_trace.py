@@ -33,7 +33,7 @@ import aiohttp
 import pytest
 from kaos_core.crds import Telemetry
 from kaos_core.memory.client import MemoryServiceClient
-from kaos_core.memory.identity import PRINCIPAL_HEADER, SESSION_HEADER
+from kaos_core.wire import PRINCIPAL_HEADER, SESSION_HEADER
 from kaos_devmodel.protocol import word_count
 
 from tests.support.jaeger import CLIENT, SERVER, Jaeger, Span

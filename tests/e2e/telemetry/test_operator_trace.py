@@ -71,7 +71,7 @@ async def test_reconciles_are_spans_and_pods_get_the_projected_otel_env(
     assert tools_spans and all(s.name == "reconcile MCPServer" for s in tools_spans)
     outcomes = {s.attr("kaos.reconcile.outcome") for s in tools_spans}
     assert "ok" in outcomes and outcomes <= {"ok", "gone", "permanent", "invalid", "error"}
-    # The API calls a reconcile makes are its children (kaos_core.telemetry.http client spans).
+    # The API calls a reconcile makes are its children (kaos_core.tracing client spans).
     calls = [
         s
         for r in tools_spans

@@ -32,6 +32,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
+from kaos_core import wire
 from kaos_core.auth import names
 from kaos_core.auth.oidc import USER_KEY_REFETCH_INTERVAL
 
@@ -409,7 +410,7 @@ async def test_a_token_expiring_mid_run_fails_the_delegation_clearly(
 async def _write(stack: Stack, headers: dict[str, str]) -> tuple[int, str]:
     token = stack.world.mint(COORDINATOR, names.MEMORY_AUDIENCE)
     body = {"turns": [{"role": "user", "content": "direct"}], "infer": False}
-    sent = {names.AGENT_TOKEN_HEADER: token, "X-Session-Id": _session(), **headers}
+    sent = {wire.AGENT_TOKEN_HEADER: token, "X-Session-Id": _session(), **headers}
     async with (
         aiohttp.ClientSession() as http,
         http.post(f"{stack.memory.proc.url}/v1/write", json=body, headers=sent) as resp,
@@ -421,7 +422,7 @@ async def _write(stack: Stack, headers: dict[str, str]) -> tuple[int, str]:
 async def test_the_memory_service_derives_the_principal_itself(stack: Stack) -> None:
     alice = stack.provider.token("alice", audience=AUDIENCE).access_token
     bob = stack.provider.token("bob", audience=AUDIENCE).access_token
-    user = names.USER_TOKEN_HEADER
+    user = wire.USER_TOKEN_HEADER
     before = len(stack.turns())
     refusals = {
         "a principal without a token": ({"X-Principal": "alice"}, 403, "principal_not_proven"),
@@ -458,7 +459,7 @@ async def test_a_key_rotated_at_the_provider_is_followed_without_a_restart(
     session = _session()
     while True:
         reply = await chat(stack.coordinator, "after the rotation", after, session)
-        written = await _write(stack, {names.USER_TOKEN_HEADER: after})
+        written = await _write(stack, {wire.USER_TOKEN_HEADER: after})
         if reply.status == 200 and written == (200, ""):
             break
         assert reply.status in (200, 401) and time.monotonic() < deadline, (reply.doc, written)

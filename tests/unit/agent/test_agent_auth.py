@@ -15,10 +15,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from kaos_agent.auth import AgentAuth, challenge, claims_delegation
+from kaos_agent.auth import AgentAuth, claims_delegation
 from kaos_agent.context import RunDeps
 from kaos_agent.delegation import PeerClient, PeerUnavailable
 from kaos_agent.settings import AgentSettings
+from kaos_core import wire
 from kaos_core.auth import names
 from kaos_core.auth.callers import CallersFile
 from kaos_core.auth.verify import Forbidden, Unauthenticated, VerifiedWorkload
@@ -144,48 +145,47 @@ async def test_an_end_users_call_passes_unverified(auth: AgentAuth) -> None:
     assert isinstance(auth.verifier, FakeVerifier) and auth.verifier.audiences == []
 
 
+CHALLENGE = 'KaosAgentToken realm="kaos.dev/agent", header="X-Agent-Token", error="{}"'
+
+
 async def test_a_claim_without_a_token_is_401(auth: AgentAuth) -> None:
     with pytest.raises(Unauthenticated) as info:
         await auth.check(headers(("X-Agent-Identity", IDENTITY_A)))
     assert info.value.code == "missing_token"
+    assert info.value.headers == [("WWW-Authenticate", CHALLENGE.format("missing_token"))]
     with pytest.raises(Unauthenticated):
         await auth.check(headers(), body_depth=1)
 
 
 async def test_a_listed_caller_is_verified_for_the_agent_audience(auth: AgentAuth) -> None:
-    caller = await auth.check(headers((names.AGENT_TOKEN_HEADER, "good-a")))
+    caller = await auth.check(headers((wire.AGENT_TOKEN_HEADER, "good-a")))
     assert caller is not None and caller.identity == IDENTITY_A
-    same = headers((names.AGENT_TOKEN_HEADER, "good-a"), ("X-Agent-Identity", IDENTITY_A))
+    same = headers((wire.AGENT_TOKEN_HEADER, "good-a"), ("X-Agent-Identity", IDENTITY_A))
     assert await auth.check(same) == caller
     assert isinstance(auth.verifier, FakeVerifier)
     assert set(auth.verifier.audiences) == {names.AGENT_AUDIENCE}
 
 
-async def test_refusals(auth: AgentAuth) -> None:
-    with pytest.raises(Unauthenticated):
-        await auth.check(headers((names.AGENT_TOKEN_HEADER, "forged")))
-    with pytest.raises(Unauthenticated, match="more than once"):
-        twice = headers((names.AGENT_TOKEN_HEADER, "good-a"), (names.AGENT_TOKEN_HEADER, "x"))
+async def test_refusals_and_only_a_401_carries_a_challenge(auth: AgentAuth) -> None:
+    with pytest.raises(Unauthenticated) as refused:
+        await auth.check(headers((wire.AGENT_TOKEN_HEADER, "forged")))
+    assert refused.value.headers == [("WWW-Authenticate", CHALLENGE.format("invalid_token"))]
+    with pytest.raises(Unauthenticated, match="more than once") as refused:
+        twice = headers((wire.AGENT_TOKEN_HEADER, "good-a"), (wire.AGENT_TOKEN_HEADER, "x"))
         await auth.check(twice)
+    assert refused.value.headers == [("WWW-Authenticate", CHALLENGE.format("invalid_token"))]
     with pytest.raises(Forbidden) as info:
-        await auth.check(headers((names.AGENT_TOKEN_HEADER, "good-b")))
+        await auth.check(headers((wire.AGENT_TOKEN_HEADER, "good-b")))
     assert info.value.status == 403 and "ns/b" in info.value.message
+    assert info.value.headers == []
     mismatch = headers(
-        (names.AGENT_TOKEN_HEADER, "good-a"), ("X-Agent-Identity", "kaos://agent/ns/b")
+        (wire.AGENT_TOKEN_HEADER, "good-a"), ("X-Agent-Identity", "kaos://agent/ns/b")
     )
     with pytest.raises(Forbidden) as info:
         await auth.check(mismatch)
     assert info.value.code == "identity_mismatch"
     with pytest.raises(BadRequest):
-        await auth.check(headers((names.AGENT_TOKEN_HEADER, "good-a"), ("X-Agent-Identity", "?")))
-
-
-def test_only_a_401_carries_a_challenge() -> None:
-    assert challenge(Unauthenticated("x")) == {
-        "WWW-Authenticate": 'KaosAgentToken realm="kaos.dev/agent", header="X-Agent-Token",'
-        ' error="invalid_token"'
-    }
-    assert challenge(Forbidden("x")) == {}
+        await auth.check(headers((wire.AGENT_TOKEN_HEADER, "good-a"), ("X-Agent-Identity", "?")))
 
 
 # --------------------------------------------------------------------- the token presented
@@ -236,7 +236,7 @@ async def test_the_peer_token_is_sent_on_both_transports_and_re_read(
         os.replace(staged, token)  # kubelet's rotation
         answer = await client.ask(Endpoint("b", url + "/plain"), "hi", deps, 1)
         assert answer == ("chat ok", "chat")
-    assert [h.get(names.AGENT_TOKEN_HEADER) for h in seen] == ["first", "second", "second"]
+    assert [h.get(wire.AGENT_TOKEN_HEADER) for h in seen] == ["first", "second", "second"]
 
 
 async def test_without_a_token_file_no_token_is_sent_and_a_missing_one_fails_first(
@@ -246,7 +246,7 @@ async def test_without_a_token_file_no_token_is_sent_and_a_missing_one_fails_fir
     deps = RunDeps(session_id="s-1")
     async with aiohttp.ClientSession() as http:
         await PeerClient(http, timeout=5).ask(Endpoint("b", url + "/a2a"), "hi", deps, 1)
-        assert names.AGENT_TOKEN_HEADER not in seen[-1]
+        assert wire.AGENT_TOKEN_HEADER not in seen[-1]
         missing = PeerClient(http, timeout=5, token_file=tmp_path / "absent")
         with pytest.raises(PeerUnavailable, match=names.AGENT_PEER_TOKEN_FILE):
             await missing.ask(Endpoint("b", url + "/a2a"), "hi", deps, 1)

@@ -1,4 +1,4 @@
-"""Hostile bytes at the agent's edge: chat completions and A2A JSON-RPC (issue 22).
+"""Hostile bytes at the agent's edge: chat completions and A2A JSON-RPC.
 
 A real ``kaos-agent`` whose model is the session's ``kaos-devmodel`` and whose memory is a
 real ``kaos-memory`` (remote memory, local storage). Each example is one mutated request

@@ -1,4 +1,4 @@
-"""Issue 22 on the agent: hostile input to chat and A2A is a clear error and runs nothing.
+"""On the agent, hostile input to chat and A2A is a clear error and runs nothing.
 
 Each example of the issue is one test against a real ``kaos-agent`` over loopback, its
 model the devmodel. Requests go out as raw bytes over a socket (HTTP clients refuse to

@@ -16,7 +16,8 @@ def load(**env: str) -> AgentSettings:
 
 def test_defaults() -> None:
     s = load()
-    assert (s.host, s.port, s.max_steps, s.max_delegation_depth) == ("0.0.0.0", 8000, 5, 3)
+    assert (s.server.host, s.server.port) == ("0.0.0.0", 8000)
+    assert (s.model.max_steps, s.delegation.max_depth) == (5, 3)
     assert s.model.base_url == "http://model:8000/v1"
     assert s.memory.type == "local"
     assert s.memory.entitled_levels == ("session",)
@@ -44,7 +45,7 @@ def test_lists_are_parsed() -> None:
     [
         (
             {"AGENT_SUB_AGENTS": "http://b:1"},
-            "AGENT_SUB_AGENTS: entry 'http://b:1' must be name:url",
+            "AGENT_SUB_AGENTS='http://b:1': entry 'http://b:1' must be name:url",
         ),
         ({"AGENT_SUB_AGENTS": "a:http://x,a:http://y"}, "duplicate names a"),
         ({"AGENT_SUB_AGENTS": "a:ftp://x"}, "is not an http(s) URL"),
@@ -96,9 +97,9 @@ def test_remote_memory_with_identity() -> None:
         AGENT_IDENTITY="kaos://agent/ns/a",
         MEMORY_FAILURE_MODE="strict",
     )
-    assert s.memory_endpoint == "http://memory:8080"
+    assert s.memory.endpoint == "http://memory:8080"
     assert s.memory.entitled_levels == ("session", "agent", "user")
-    assert s.memory.agent_identity == "kaos://agent/ns/a"
+    assert s.agent.identity == "kaos://agent/ns/a"
 
 
 def test_bare_urls_take_their_host_name() -> None:
@@ -117,3 +118,22 @@ def test_autonomous_settings_are_owned_by_the_agent() -> None:
     assert s.autonomous is not None
     assert (s.autonomous.owner, s.autonomous.session_id) == ("agent:auto", "autonomous-auto")
     assert s.autonomous.max_steps == 4
+
+
+def test_a_pod_reads_the_variables_the_operator_writes() -> None:
+    names = set(AgentSettings.env_names())
+    assert len(names) == len(AgentSettings.env_names())
+    assert {
+        "AGENT_NAME",
+        "MODEL_API_URL",
+        "REASONING_LOOP_MAX_STEPS",
+        "MCP_SERVERS",
+        "AGENT_SUB_AGENTS",
+        "AGENT_PEER_TOKEN_FILE",
+        "AGENT_MEMORY_TOKEN_FILE",
+        "AGENT_AUTH_MODE",
+        "AGENT_CALLERS_FILE",
+        "AGENT_USER_ISSUER",
+        "KAOS_HTTP_IDLE_TIMEOUT",
+        "OTEL_SERVICE_NAME",
+    } <= names

@@ -12,17 +12,18 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-from kaos_agent.auth import UserAuth, UserUnauthenticated, challenge
+from kaos_agent.auth import UserAuth
 from kaos_agent.context import Verified, run_context
 from kaos_agent.delegation import delegation_headers
 from kaos_agent.settings import AgentSettings
-from kaos_core.auth import names
+from kaos_core import wire
 from kaos_core.auth.callers import Caller
 from kaos_core.auth.config import UserAuthSettings
 from kaos_core.auth.oidc import UserVerifier
-from kaos_core.auth.verify import Forbidden, JwksVerifier
+from kaos_core.auth.verify import Forbidden, JwksVerifier, Unauthenticated
 from kaos_core.errors import BadRequest
 from kaos_core.settings import SettingsError
+from multidict import CIMultiDict
 
 from tests.support.jwt_craft import jwks, sign
 
@@ -97,15 +98,16 @@ async def test_an_end_user_is_the_principal_of_their_token(
 async def test_an_end_user_without_a_token_gets_a_bearer_challenge(
     users: UserAuth, key: RSAPrivateKey
 ) -> None:
-    with pytest.raises(UserUnauthenticated) as missing:
+    with pytest.raises(Unauthenticated) as missing:
         await users.identify({}, None)
     assert missing.value.code == "missing_user_token"
-    assert challenge(missing.value) == {"WWW-Authenticate": 'Bearer realm="kaos.dev/agent"'}
+    assert missing.value.headers == [("WWW-Authenticate", 'Bearer realm="kaos.dev/agent"')]
 
-    with pytest.raises(UserUnauthenticated) as expired:
+    with pytest.raises(Unauthenticated) as expired:
         await users.identify({"Authorization": f"Bearer {token(key, exp=1, iat=0)}"}, None)
     assert expired.value.status == 401
-    www = challenge(expired.value)["WWW-Authenticate"]
+    [(name, www)] = expired.value.headers
+    assert name == "WWW-Authenticate"
     assert www.startswith('Bearer realm="kaos.dev/agent", error="invalid_token"')
     assert "expired" in www
 
@@ -125,25 +127,30 @@ async def test_a_delegation_carries_the_user_or_self_subjects(
     users: UserAuth, key: RSAPrivateKey
 ) -> None:
     alice = token(key)
-    forwarded = await users.identify({names.USER_TOKEN_HEADER: alice}, CALLER)
+    forwarded = await users.identify({wire.USER_TOKEN_HEADER: alice}, CALLER)
     assert (forwarded.principal, forwarded.caller) == ("alice", CALLER)
     # The caller's principal header must agree with the token it forwards...
-    agreeing = {names.USER_TOKEN_HEADER: alice, "X-Principal": "alice"}
+    agreeing = {wire.USER_TOKEN_HEADER: alice, "X-Principal": "alice"}
     assert (await users.identify(agreeing, CALLER)).principal == "alice"
     with pytest.raises(Forbidden) as mismatch:
-        await users.identify({names.USER_TOKEN_HEADER: alice, "X-Principal": "bob"}, CALLER)
+        await users.identify({wire.USER_TOKEN_HEADER: alice, "X-Principal": "bob"}, CALLER)
     assert mismatch.value.code == "principal_mismatch"
     # ...and without a token the run acts for this agent, whatever the header says.
     alone = await users.identify({"X-Principal": "bob"}, CALLER)
     assert (alone.principal, alone.user_token) == (OWN, None)
-    with pytest.raises(UserUnauthenticated, match="expired"):
-        await users.identify({names.USER_TOKEN_HEADER: token(key, exp=1, iat=0)}, CALLER)
+    with pytest.raises(Unauthenticated, match="expired") as refused:
+        await users.identify({wire.USER_TOKEN_HEADER: token(key, exp=1, iat=0)}, CALLER)
+    [(name, www)] = refused.value.headers
+    assert (name, www.split(",")[0]) == ("WWW-Authenticate", 'Bearer realm="kaos.dev/agent"')
+    twice = CIMultiDict([(wire.USER_TOKEN_HEADER, alice), (wire.USER_TOKEN_HEADER, alice)])
+    with pytest.raises(Unauthenticated, match="more than once"):
+        await users.identify(twice, CALLER)
 
 
 def test_a_delegation_forwards_the_users_token() -> None:
     deps = run_context({}, request_id="r1")
-    assert names.USER_TOKEN_HEADER not in delegation_headers(deps, 1)
+    assert wire.USER_TOKEN_HEADER not in delegation_headers(deps, 1)
     verified = Verified(derived=True, principal="alice", user_token="t.o.k")
     headers = delegation_headers(run_context({}, request_id="r1", verified=verified), 1)
-    assert headers[names.USER_TOKEN_HEADER] == "t.o.k"
+    assert headers[wire.USER_TOKEN_HEADER] == "t.o.k"
     assert headers["X-Principal"] == "alice"

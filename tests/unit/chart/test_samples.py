@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kaos_cli.system import CRD_NAMES
+from kaos_cli.kinds import CRD_NAMES
 from kaos_core.crds import Agent, CustomObject, MCPServer, MemoryStore, ModelAPI
 
 from tests.fixtures.helm import CHART_DIR, SAMPLES_DIR

@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 import yaml
-from kaos_cli.agent import tools_from_card, tools_from_spec
-from kaos_cli.kube import explain
+from kaos_cli.clients.agent import tools_from_card, tools_from_spec
+from kaos_cli.commands.samples import description, samples_dir
+from kaos_cli.commands.system import lease_health
 from kaos_cli.main import main
-from kaos_cli.resources import since
-from kaos_cli.samples import description, samples_dir
-from kaos_cli.system import lease_health
+from kaos_cli.objects import explain, since
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
 from pydantic import BaseModel
 
@@ -142,9 +141,10 @@ def test_samples_list_is_the_repository_samples(capsys: pytest.CaptureFixture[st
 
 
 def test_samples_are_packaged_as_data_files() -> None:
-    """A wheel carries samples/ under share/kaos/samples (no copy, no symlink in the tree)."""
-    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
-    assert '"share/kaos/samples" = ["samples/*.yaml"]' in pyproject
+    """The kaos-tools wheel carries samples/ under share/kaos/samples (no copy, no symlink
+    in the tree)."""
+    pyproject = (REPO_ROOT / "cli" / "pyproject.toml").read_text()
+    assert '"share/kaos/samples" = ["../samples/*.yaml"]' in pyproject
     assert not any(p.is_symlink() for p in (REPO_ROOT / "samples").iterdir())
     assert description(REPO_ROOT / "samples" / "mcpserver.yaml").startswith("An MCPServer")
 

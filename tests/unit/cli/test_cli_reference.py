@@ -1,5 +1,5 @@
 """The CLI as a reference: ``--help`` of the root and every group names every command,
-the README's CLI section is the generated reference, completion scripts load in bash,
+so does the generated reference (the docs site's table), completion scripts load in bash,
 and ``kaos`` without its extra says what to install. All through the real executable."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from kaos_cli.reference import BEGIN, END, render
+from kaos_cli.reference import render
 
-from tests.support.procs import REPO_ROOT, console_script
+from tests.support.procs import console_script
 from tests.unit.cli.shells import zsh_complete
 
 KAOS = console_script("kaos")
@@ -58,11 +58,9 @@ def test_group_help_lists_its_commands_with_options(group: str) -> None:
             assert option in sub.stdout, f"kaos {group} {command} lacks {option}"
 
 
-def test_readme_cli_section_is_the_generated_reference() -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
-    assert BEGIN in readme and END in readme, "README lacks the generated CLI reference"
-    current = readme[readme.index(BEGIN) : readme.index(END) + len(END)] + "\n"
-    assert current == render(), "README is stale: run python -m kaos_cli.reference"
+def test_generated_reference_names_every_command() -> None:
+    # The docs site shows this table (hack/docs_hooks.py), generated when it is built.
+    current = render()
     for group, commands in GROUPS.items():
         for command in commands:
             assert f"`kaos {group} {command}" in current

@@ -1,4 +1,4 @@
-"""The kubeconfig's bearer credential for admin calls (``kaos_cli.kubecreds``), read
+"""The kubeconfig's bearer credential for admin calls (``kaos_cli.kubectl.credential``), read
 with the real ``kubectl config view`` from kubeconfigs written here; exec plugins are
 real executables speaking the ExecCredential protocol."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
-from kaos_cli.kube import Kube
-from kaos_cli.kubecreds import kube_credential
+from kaos_cli.kubectl.credential import kube_credential
+from kaos_cli.kubectl.sync import Kube
 
 
 def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, users: dict[str, Any]) -> None:

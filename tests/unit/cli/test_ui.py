@@ -11,18 +11,21 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from kaos_cli.portforward import free_port
+from kaos_cli.kubectl.aio import Cluster, ClusterError
 from kaos_cli.tools import CliError
 from kaos_cli.ui import render
-from kaos_cli.ui.cluster import Cluster, ClusterError
 from kaos_cli.ui.command import REMOTE_REFUSAL, check_address
 from kaos_cli.ui.diff import diff_html
 from kaos_cli.ui.model import age, summarize, topology
 from kaos_cli.ui.render import DigestVersion, Scope
-from kaos_cli.ui.server import CSP, UiConfig, create_app
+from kaos_cli.ui.security import CSP
+from kaos_cli.ui.server import create_app
+from kaos_cli.ui.state import UiConfig
 from kaos_cli.ui.topology import render_svg
 from kaos_core.memory.contract import Fact, WindowTurn
 from kaos_core.tokens import turn_tokens
+
+from tests.support.procs import free_port
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -9,15 +9,19 @@ import sys
 
 import pytest
 
-from tests.unit.core.test_extras import PROJECT, _closure
+from tests.unit.core.test_distributions import CORE, _closure
 
 JOSE = {"pyjwt", "cryptography"}
 
 
-@pytest.mark.parametrize("extra", ["memory", "agent"])
-def test_verifying_images_bring_the_jose_library(extra: str) -> None:
-    closure = _closure(PROJECT, frozenset({extra}))
-    assert frozenset(closure) >= JOSE, f"kaos[{extra}] lacks {sorted(JOSE - closure)}"
+@pytest.mark.parametrize("dist", ["kaos-tools-memory", "kaos-tools-agent"])
+def test_verifying_images_bring_the_jose_library(dist: str) -> None:
+    closure = _closure(dist)
+    assert frozenset(closure) >= JOSE, f"{dist} lacks {sorted(JOSE - closure)}"
+
+
+def test_the_core_does_not_bring_the_jose_library() -> None:
+    assert not (_closure(CORE) & JOSE)
 
 
 def test_the_client_side_does_not_import_the_jose_library() -> None:

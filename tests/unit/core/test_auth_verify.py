@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+from kaos_core.auth.config import VerifierSettings
+from kaos_core.auth.gate import build_verifier, jwks_url
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.auth.verify import (
     FAILED_FETCH_RETRY,
@@ -19,10 +21,7 @@ from kaos_core.auth.verify import (
     MAX_TOKEN_BYTES,
     JwksVerifier,
     Unauthenticated,
-    VerifierSettings,
     VerifierUnavailable,
-    build_verifier,
-    jwks_url,
 )
 
 from tests.support.jwt_craft import (

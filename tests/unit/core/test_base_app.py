@@ -9,6 +9,8 @@ import pytest
 from aiohttp import web
 from kaos_core.errors import Forbidden
 from kaos_core.http import READINESS_KEY, create_base_app, json_response, read_model
+from kaos_core.http.limits import HttpLimits
+from kaos_core.telemetry.settings import TelemetrySettings
 from pydantic import BaseModel, ConfigDict
 
 from tests.support.loopback import served
@@ -34,7 +36,9 @@ async def _boom(request: web.Request) -> web.Response:
 
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[str, web.Application]]:
-    app = create_base_app("demo", max_body_bytes=64)
+    app = create_base_app(
+        "demo", limits=HttpLimits(), telemetry=TelemetrySettings(), max_body_bytes=64
+    )
     app.router.add_post("/echo", _echo)
     app.router.add_get("/deny", _deny)
     app.router.add_get("/boom", _boom)

@@ -1,4 +1,4 @@
-"""Idle and half-sent connections never become an outage (issue 22), on every server.
+"""Idle and half-sent connections never become an outage, on every server.
 
 Each service runs as its real process with an open-file limit of 1,024 (soft and hard)
 and 2-second idle and body timeouts (``KAOS_HTTP_IDLE_TIMEOUT``, ``_BODY_TIMEOUT``). The
@@ -133,7 +133,7 @@ def _start(name: str, root: Path, devmodel: DevModel) -> Target:
         env = agent_env(devmodel, port, "hygiene")
         argv, ready, post = limited(console_script("kaos-agent")), "/readyz", "/v1/chat/completions"
     elif name == "mcp":
-        env = {McpSettings.env_name(field): "" for field in McpSettings.model_fields}
+        env = dict.fromkeys(McpSettings.env_names(), "")
         env.update({"MCP_HOST": "127.0.0.1", "MCP_PORT": str(port), "MCP_TOOLS_STRING": TOOLS})
         argv, ready, post = limited(console_script("kaos-mcp")), "/readyz", "/mcp"
     elif name == "operator":
@@ -360,7 +360,7 @@ def _start_small(name: str, root: Path) -> Target:
         argv = [console_script("kaos-devmodel"), "--port", str(port)]
         post = "/v1/chat/completions"
     else:
-        env = {McpSettings.env_name(field): "" for field in McpSettings.model_fields}
+        env = dict.fromkeys(McpSettings.env_names(), "")
         env.update({"MCP_HOST": "127.0.0.1", "MCP_PORT": str(port), "MCP_TOOLS_STRING": TOOLS})
         argv, post = [console_script("kaos-mcp")], "/mcp"
     svc = start_service(

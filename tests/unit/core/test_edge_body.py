@@ -16,6 +16,7 @@ from aiohttp import web
 from kaos_core.http import create_base_app
 from kaos_core.http.body import read_json_object
 from kaos_core.http.limits import HttpLimits
+from kaos_core.telemetry.settings import TelemetrySettings
 
 from tests.support.loopback import served
 
@@ -28,7 +29,8 @@ async def _echo(request: web.Request) -> web.Response:
 
 @pytest.fixture
 async def port() -> AsyncIterator[int]:
-    app = create_base_app("demo", max_body_bytes=1024, limits=HttpLimits(body_timeout=BODY_TIMEOUT))
+    limits = HttpLimits(body_timeout=BODY_TIMEOUT)
+    app = create_base_app("demo", limits=limits, telemetry=TelemetrySettings(), max_body_bytes=1024)
     app.router.add_post("/echo", _echo)
     async with served(app) as port:
         yield port

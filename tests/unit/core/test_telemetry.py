@@ -1,9 +1,10 @@
-"""``kaos_core.telemetry``: off and free without an endpoint, the SDK and the aiohttp
-instrumentations with one, spans checked in a real Jaeger.
+"""``kaos_core.telemetry``: off and free without an endpoint, the SDK with one and the
+aiohttp tracing the app factory and the client-session factory wire in, spans checked in
+a real Jaeger.
 
 Each case runs in a fresh interpreter: installing the SDK sets process-wide state (the
-tracer provider, aiohttp's patched Application and ClientSession) that must not leak
-into other tests, and "nothing imported" can only be seen from a clean ``sys.modules``.
+tracer provider) that must not leak into other tests, and "nothing imported" can only be
+seen from a clean ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _run(script: str, env: dict[str, str]) -> str:
 
 OFF_SCRIPT = """
 import sys, json, tempfile
-from kaos_core.telemetry import setup_telemetry, enabled
+from kaos_core.telemetry import TelemetrySettings, setup_telemetry, enabled
 import kaos_memory.app, kaos_agent.app, kaos_operator.app, kaos_devmodel.app
 import kaos_agent.mcp_runtime.server
 from kaos_agent.app import AgentDeps, create_app as agent_app
@@ -49,9 +50,12 @@ from kaos_memory.app import create_app as memory_app
 from kaos_memory.settings import load_memory_settings
 from pydantic_ai.models.test import TestModel
 
-assert setup_telemetry("kaos-agent") is None and not enabled()
-agent_app(AgentSettings.from_env({"MODEL_API_URL": "http://127.0.0.1:9", "MODEL_NAME": "m"}),
-          deps=AgentDeps(model=TestModel()))
+from kaos_core.tracing import server_middleware
+
+assert setup_telemetry("kaos-agent", TelemetrySettings.from_env()) is None and not enabled()
+app = agent_app(AgentSettings.from_env({"MODEL_API_URL": "http://127.0.0.1:9", "MODEL_NAME": "m"}),
+                deps=AgentDeps(model=TestModel()))
+assert server_middleware not in app.middlewares  # nothing traced, nothing wired in
 memory_app(load_memory_settings({"KAOS_MEMORY_STORAGE": "local",
                                  "KAOS_MEMORY_DATA_DIR": tempfile.mkdtemp()}))
 loaded = sorted(m for m in sys.modules
@@ -88,16 +92,19 @@ def test_no_span_no_traceparent_and_bad_ones_link_nothing() -> None:
 
 ON_SCRIPT = """
 import asyncio, sys
-import aiohttp
 from aiohttp import web
-from kaos_core.telemetry import current_traceparent, links, setup_telemetry, tracer
+from kaos_core.telemetry import TelemetrySettings, current_traceparent, links
+from kaos_core.telemetry import setup_telemetry, tracer
 from kaos_core.http import create_base_app
+from kaos_core.tracing import client_session
+from kaos_core.http.limits import HttpLimits
 
-telemetry = setup_telemetry("probe-service", instance="probe-1")
+settings = TelemetrySettings.from_env()
+telemetry = setup_telemetry("probe-service", settings, instance="probe-1")
 assert telemetry is not None
 
 async def main() -> str:
-    inner = create_base_app("inner")
+    inner = create_base_app("inner", limits=HttpLimits(), telemetry=settings)
     async def hello(request: web.Request) -> web.Response:
         return web.json_response({"traceparent": request.headers.get("traceparent")})
     inner.router.add_get("/hello", hello)
@@ -106,7 +113,7 @@ async def main() -> str:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
-    async with aiohttp.ClientSession() as http:
+    async with client_session() as http:
         await (await http.get(f"http://127.0.0.1:{port}/healthz")).read()
         with tracer("probe").start_as_current_span("outer"):
             stored = current_traceparent()

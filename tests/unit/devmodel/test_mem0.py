@@ -125,7 +125,7 @@ def test_mem0_add_infer_stores_extracted_facts_in_pgvector(
 def test_mem0_reads_an_unusable_extraction_answer_as_no_facts(
     memory_cls: Any, devmodel: DevModel, tmp_path: Path
 ) -> None:
-    """Why the memory service judges extraction answers itself (``storage.mem0llm``):
+    """Why the memory service judges extraction answers itself (``storage.mem0.llm``):
     Mem0 2.2.1 raises nothing for an answer it cannot parse, it stores no facts and says so
     only in its log. If an upgrade starts raising, this test says so."""
     store = {

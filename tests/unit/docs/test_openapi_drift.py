@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import schemathesis
 from kaos_agent.openapi import agent_document
-from kaos_core.openapi import dumps, memory_document
+from kaos_core.openapi import dumps
+from kaos_core.openapi.memory import memory_document
 from schemathesis.core.result import Ok
 
 ROOT = Path(__file__).resolve().parents[3]

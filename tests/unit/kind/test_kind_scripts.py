@@ -215,8 +215,8 @@ def test_deploy_applies_the_devmodel_with_the_built_agent_image(deployed: Run) -
     expected = copy.deepcopy(find_object(sample, "Deployment", "devmodel"))
     expected["spec"]["template"]["spec"]["containers"][0]["image"] = pinned("agent")
 
-    # The sample itself but for the image: the agent image just built, which carries the
-    # core package's kaos-devmodel.
+    # The sample itself but for the image: the agent image just built, which carries
+    # kaos-devmodel (kaos-tools-devmodel).
     assert find_object(objects, "Deployment", "devmodel") == expected
     assert find_object(objects, "Service", "devmodel") == find_object(sample, "Service", "devmodel")
     assert expected["spec"]["template"]["spec"]["containers"][0]["command"][0] == "kaos-devmodel"

@@ -1,4 +1,4 @@
-"""Hostile bytes at the MCP runtime's ``/mcp`` endpoint (issue 22).
+"""Hostile bytes at the MCP runtime's ``/mcp`` endpoint.
 
 A real ``kaos-mcp`` serving one tool, ``note``, that appends a line to a file: the file's
 line count is what a request changed. Each example is one mutated JSON-RPC request
@@ -106,7 +106,7 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
     )
     port = free_port()
     env = {
-        **{McpSettings.env_name(name): "" for name in McpSettings.model_fields},
+        **dict.fromkeys(McpSettings.env_names(), ""),
         "MCP_HOST": "127.0.0.1",
         "MCP_PORT": str(port),
         "MCP_TOOLS_STRING": source,

@@ -1,4 +1,4 @@
-"""Issue 22 on the MCP runtime: hostile bodies are JSON-RPC errors and call no tool.
+"""On the MCP runtime, hostile bodies are JSON-RPC errors and call no tool.
 
 Each example of the issue is one test against a real ``kaos-mcp`` (uvicorn, the SDK's
 streamable HTTP app behind ``BodyGuard``) over loopback. Requests go out as raw bytes over
@@ -37,7 +37,7 @@ def shout(text: str) -> str:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     """One ``kaos-mcp`` for the module (its tool only upper-cases, so tests share it)."""
     port = free_port()
-    env = {McpSettings.env_name(name): "" for name in McpSettings.model_fields}
+    env = dict.fromkeys(McpSettings.env_names(), "")
     env.update(
         {
             "MCP_HOST": "127.0.0.1",

@@ -1,4 +1,4 @@
-"""Paging of long-term facts on embedded Chroma (``kaos_memory.storage.chromafacts``).
+"""Paging of long-term facts on embedded Chroma (``kaos_memory.storage.mem0.chroma.facts``).
 
 Every test drives a real Mem0 ``Memory`` over a real embedded Chroma (the development
 model only answers Mem0's embedding calls). The oracle is Chroma's own filter: every row
@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 from kaos_memory.scope import Scope
 from kaos_memory.settings import MemorySettings
-from kaos_memory.storage import chromafacts
-from kaos_memory.storage.longterm import WILDCARD, mem0_config, mem0_filter, to_entity_id
+from kaos_memory.storage.mem0.chroma import facts as chromafacts
+from kaos_memory.storage.mem0.terms import WILDCARD, mem0_filter, to_entity_id
 
 from tests.support.devmodel import DevModel
+from tests.support.storage import longterm_store, settings_mem0_config
 
 GROUP = "facts"
 PRINCIPALS = ["alice", "bob smith", "carol"]  # one with whitespace: entity-id escaped
@@ -50,7 +51,7 @@ def memory(tmp_path: Path, devmodel: DevModel, monkeypatch: pytest.MonkeyPatch) 
     settings.chroma_dir.mkdir(parents=True)
     from mem0 import Memory
 
-    mem = Memory.from_config(mem0_config(settings))
+    mem = Memory.from_config(settings_mem0_config(settings))
     try:
         yield mem
     finally:
@@ -218,7 +219,7 @@ def test_facts_stored_before_the_index_are_listed(memory: Any) -> None:
     filters = mem0_filter(scopes()["store"])
     assert listed(memory, filters) == oracle(memory, filters)
     assert len(oracle(memory, filters)) == 300
-    assert chromafacts.ensure(memory) == (0, 0)  # in place and complete
+    assert chromafacts.reconcile(memory) == (0, 0)  # in place and complete
 
 
 def test_an_index_that_lost_or_kept_entries_repairs_itself(memory: Any) -> None:
@@ -250,15 +251,15 @@ def test_an_index_that_lost_or_kept_entries_repairs_itself(memory: Any) -> None:
     assert listed(memory, alice) == oracle(memory, alice)
 
     # Stored in Chroma but never recorded (a write that failed part-way): the failed
-    # write marks the index stale and the next page reconciles; a restart's ``ensure``
-    # reconciles whatever happened.
+    # write marks the index stale and the next page reconciles; a restart reconciles
+    # whatever happened.
     unrecorded = load(memory, 30, rng, record=False)
     chromafacts.mark_stale(memory)
     assert listed(memory, filters) == oracle(memory, filters)
     conn.execute(f"DELETE FROM {chromafacts.TABLE} WHERE fact_id = ?", (unrecorded[0],))
     conn.commit()
     conn.close()
-    assert chromafacts.ensure(memory) == (1, 0)
+    assert chromafacts.reconcile(memory) == (1, 0)
     assert listed(memory, filters) == oracle(memory, filters)
 
 
@@ -364,7 +365,7 @@ def test_a_scopes_ids_are_exactly_its_facts_once_the_index_is_complete(memory: A
     some = mem0_filter(scopes()["agent+principal"])
     # Recorded facts alone do not make the index complete: Chroma may hold others.
     assert chromafacts.scope_ids(memory, some) is None
-    chromafacts.ensure(memory)
+    chromafacts.reconcile(memory)
     for name, scope in scopes().items():
         filters = mem0_filter(scope)
         ids = chromafacts.scope_ids(memory, filters)
@@ -392,7 +393,6 @@ async def test_recall_by_indexed_ids_finds_the_scopes_facts_only_and_survives_a_
 ) -> None:
     from kaos_memory.scope import Attribution
     from kaos_memory.storage.base import FoldTag, TurnRow
-    from kaos_memory.storage.longterm import Mem0LongTermStore
 
     monkeypatch.setenv("MEM0_TELEMETRY", "False")
     settings = MemorySettings(
@@ -404,7 +404,7 @@ async def test_recall_by_indexed_ids_finds_the_scopes_facts_only_and_survives_a_
         # Every search asks Chroma: no principal's facts held (``test_chromaheld``).
         vector_cache_mb=0,
     )
-    store = Mem0LongTermStore(settings)
+    store = longterm_store(settings)
     await store.start()
     try:
         topics = ["violin lessons", "marathon training", "sourdough baking", "tax return"]
@@ -444,7 +444,7 @@ async def test_recall_by_indexed_ids_finds_the_scopes_facts_only_and_survives_a_
         assert [f.id for f in await recall(principal, agent, "sourdough baking")] == [
             f.id for f in by_ids
         ]
-        chromafacts.ensure(store.memory)
+        chromafacts.reconcile(store.memory)
 
         # A fact deleted behind KAOS's back: Chroma refuses its id, the search still
         # answers (by Chroma's filter) and without it.

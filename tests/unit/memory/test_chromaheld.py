@@ -1,10 +1,10 @@
-"""A principal's facts held in the service in local mode (``kaos_memory.storage.chromaheld``),
+"""A principal's facts held in the service in local mode (``storage.mem0.chroma.cache``),
 on a real Mem0 ``Memory`` over a real embedded Chroma: a held search answers exactly what
 Chroma's own search answers, a write is seen by the very next search, an erased fact never
 comes back, a load that met a change is thrown away, and the budget is kept.
 
-The oracle is the store's Chroma path (``_chroma_query``: Chroma's search by the scope's
-indexed ids), which is what every local recall used before."""
+The oracle is the Chroma backend's query (``ChromaBackend.query``: Chroma's search by the
+scope's indexed ids), which is what every local recall used before."""
 
 from __future__ import annotations
 
@@ -18,13 +18,16 @@ from typing import Any
 import pytest
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.settings import MemorySettings
-from kaos_memory.storage import chromafacts, chromaheld
 from kaos_memory.storage.base import FoldTag, TurnRow
-from kaos_memory.storage.chromaheld import ChromaHeld, principal_key
-from kaos_memory.storage.longterm import Hit, Mem0LongTermStore, mem0_filter, to_entity_id
+from kaos_memory.storage.mem0.chroma import cache as chromaheld
+from kaos_memory.storage.mem0.chroma import facts as chromafacts
+from kaos_memory.storage.mem0.chroma.cache import ChromaPrincipalCache, principal_key
+from kaos_memory.storage.mem0.store import Mem0LongTermStore
+from kaos_memory.storage.mem0.terms import Hit, mem0_filter, to_entity_id
 from kaos_memory.storage.ranking import pool_size
 
 from tests.support.devmodel import DevModel
+from tests.support.storage import longterm_store, settings_mem0_config
 
 GROUP = "heldfacts"
 PRINCIPALS = ["alice", "bob smith"]  # one with whitespace: entity-id escaped
@@ -71,11 +74,10 @@ async def store(
     settings.mem0_dir.mkdir(parents=True)
     settings.chroma_dir.mkdir(parents=True)
     monkeypatch.setenv("MEM0_DIR", str(settings.mem0_dir))
-    from kaos_memory.storage.longterm import mem0_config
     from mem0 import Memory
 
     rng = random.Random(7)
-    memory = Memory.from_config(mem0_config(settings))
+    memory = Memory.from_config(settings_mem0_config(settings))
     try:
         rows = []
         for n in range(330):
@@ -88,7 +90,7 @@ async def store(
         )
     finally:
         memory.close()
-    s = Mem0LongTermStore(settings)
+    s = longterm_store(settings)
     await s.start()  # reconciles the listing index: every fact is indexed
     try:
         yield s
@@ -102,7 +104,7 @@ def _scope(level: str, principal: str, agent: str = AGENTS[0], session: str = "s
 
 async def _held_search(store: Mem0LongTermStore, scope: Scope, vector: list[float]) -> list[Hit]:
     """The search from the held facts (loading them first if they are not held)."""
-    held: ChromaHeld = store._held
+    held: ChromaPrincipalCache = store.backend.cache
     filters = mem0_filter(scope)
     key = principal_key(filters)
     assert key is not None
@@ -115,7 +117,7 @@ async def _held_search(store: Mem0LongTermStore, scope: Scope, vector: list[floa
 
 
 def _chroma(store: Mem0LongTermStore, scope: Scope, vector: list[float]) -> list[Hit]:
-    return store._chroma_query("", vector, mem0_filter(scope), POOL)
+    return store.backend.query("", vector, mem0_filter(scope), POOL)
 
 
 def _same(held: list[Hit], chroma: list[Hit]) -> None:
@@ -154,22 +156,22 @@ async def test_held_searches_answer_what_chroma_answers(
 
 
 async def test_a_write_is_seen_by_the_next_search_and_by_the_reloaded_principal(
-    store: Mem0LongTermStore,
+    store: Mem0LongTermStore, devmodel: DevModel
 ) -> None:
     scope = _scope("agent", "alice")
-    await _held_search(store, scope, [1.0] * store.settings.embedding_dims)
+    await _held_search(store, scope, [1.0] * devmodel.embedding_dims)
     text = "alice keeps bees on the roof of the old library"
     turn = TurnRow(0, "user", text, 9, "2026-03-01T11:00:00+00:00", "alice", AGENTS[0], False)
     (fact_id,) = await store.add(
         [turn], Attribution(GROUP, "s0", "alice", AGENTS[0]), False, FoldTag(1, 1)
     )
-    assert not store._held.holds(("heldfacts", "alice")), "the write dropped alice"
+    assert not store.backend.cache.holds(("heldfacts", "alice")), "the write dropped alice"
     # The next search, before any reload: Chroma's answer, with the new fact.
     first = await store.search(scope, text, 10)
     assert first[0].id == fact_id
     # Reloaded, the held answer is the same.
-    await store._held.loaded()
-    assert store._held.holds((GROUP, "alice"))
+    await store.backend.cache.loaded()
+    assert store.backend.cache.holds((GROUP, "alice"))
     assert [f.id for f in await store.search(scope, text, 10)] == [f.id for f in first]
 
 
@@ -182,16 +184,17 @@ async def test_an_erased_fact_never_comes_back(
     victim = (await _held_search(store, bob, vector))[0][0]
     assert await store.erase_ids([victim]) == 1
     assert victim not in {
-        h[0] for h in await store._chroma_search("", vector, mem0_filter(bob), POOL)
+        h[0] for h in await store.backend.search("", vector, mem0_filter(bob), POOL)
     }
     assert victim not in {h[0] for h in await _held_search(store, bob, vector)}
 
     alice = _scope("user", "alice")
     assert await _held_search(store, alice, vector)
     assert await store.erase(alice) == 150
-    assert await store._chroma_search("", vector, mem0_filter(alice), POOL) == []
+    assert await store.backend.search("", vector, mem0_filter(alice), POOL) == []
     assert await _held_search(store, alice, vector) == []
-    assert store._held.holds(key := (GROUP, "alice")) and store.held_principals()[0] == 0, key
+    cache = store.backend.cache
+    assert cache.holds(key := (GROUP, "alice")) and store.held_principals()[0] == 0, key
     # Every principal was dropped by the deletions; bob, loaded again, lacks the victim.
     assert victim not in {h[0] for h in await _held_search(store, bob, vector)}
     assert store.held_principals()[0] == 1
@@ -202,19 +205,17 @@ async def test_a_load_that_met_a_change_is_not_kept(
 ) -> None:
     """A write that begins and ends while a load reads: the load read Chroma before the
     write, so what it read is thrown away and the next search loads again."""
-    held: ChromaHeld = store._held
+    held: ChromaPrincipalCache = store.backend.cache
     key = (GROUP, "alice")
     text = "alice repairs clocks on sundays"
     written: list[str] = []
+    loop = asyncio.get_running_loop()
 
     def read_then_write(k: Any) -> Any:
         loaded = chromaheld.read(store.memory, k)
         turn = TurnRow(0, "user", text, 6, "2026-03-01T11:00:00+00:00", "alice", AGENTS[0], False)
-        written.extend(
-            store._add_sync(
-                [turn], Attribution(GROUP, "s0", "alice", AGENTS[0]), False, FoldTag(1, 1)
-            )
-        )
+        add = store.add([turn], Attribution(GROUP, "s0", "alice", AGENTS[0]), False, FoldTag(1, 1))
+        written.extend(asyncio.run_coroutine_threadsafe(add, loop).result())
         return loaded
 
     held._reader = read_then_write
@@ -232,7 +233,7 @@ async def test_a_load_that_met_a_change_is_not_kept(
 async def test_principals_beyond_the_budget_are_served_by_chroma(
     store: Mem0LongTermStore, devmodel: DevModel
 ) -> None:
-    held: ChromaHeld = store._held
+    held: ChromaPrincipalCache = store.backend.cache
     held.max_bytes = 1000  # less than one principal's facts
     scope = _scope("user", "alice")
     filters = mem0_filter(scope)
@@ -245,7 +246,7 @@ async def test_principals_beyond_the_budget_are_served_by_chroma(
     assert await held.search(key, filters, vector, POOL) is None
     assert held.stats() == (0, 0)
     # The store's search asks Chroma.
-    hits = await store._chroma_search("", vector, filters, POOL)
+    hits = await store.backend.search("", vector, filters, POOL)
     assert len(hits) == POOL and hits == _chroma(store, scope, vector)
 
 
@@ -253,10 +254,10 @@ async def test_no_budget_holds_nothing(
     tmp_path: Path, devmodel: DevModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEM0_TELEMETRY", "False")
-    s = Mem0LongTermStore(_settings(tmp_path, devmodel, cache_mb=0))
+    s = longterm_store(_settings(tmp_path, devmodel, cache_mb=0))
     await s.start()
     try:
-        assert s._held is None
+        assert s.backend.cache is None
         text = "bob likes long walks"
         turn = TurnRow(0, "user", text, 5, "2026-03-01T11:00:00+00:00", "bob", AGENTS[0], False)
         (fact_id,) = await s.add(

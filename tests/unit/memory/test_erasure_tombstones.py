@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from kaos_memory.clock import FakeClock
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.storage.base import ErasureSelector, FoldPolicy, NewTurn
 from kaos_memory.storage.sql.store import SqlConversationStore
+
+from tests.support.clock import FakeClock
 
 POLICY = FoldPolicy(trigger_tokens=30, target_tokens=10, max_events=100)
 NO_FOLD = FoldPolicy(trigger_tokens=10_000, target_tokens=10, max_events=10_000)

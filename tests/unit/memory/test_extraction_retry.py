@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kaos_memory.clock import FakeClock
 from kaos_memory.consolidation import ConsolidationPolicy, Consolidator
 from kaos_memory.deps import MemoryDeps, default_deps
 from kaos_memory.executor import BackgroundExecutor, RetryPolicy
@@ -23,9 +22,10 @@ from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import Attribution
 from kaos_memory.settings import MemorySettings
 from kaos_memory.storage.base import FoldPolicy, FoldTag, NewTurn, TurnRow
-from kaos_memory.storage.longterm import FOLD_KEY
+from kaos_memory.storage.mem0.terms import FOLD_KEY
 from prometheus_client import CollectorRegistry
 
+from tests.support.clock import FakeClock
 from tests.support.devmodel import DevModel
 from tests.support.memory import MemoryDb, consolidation_stores
 

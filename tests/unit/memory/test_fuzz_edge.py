@@ -1,4 +1,4 @@
-"""Hostile bytes at the memory service's edge, on both storage backends (issue 22).
+"""Hostile bytes at the memory service's edge, on both storage backends.
 
 Each example is one mutated request (``tests.support.hostile``) sent over a raw socket to
 a real ``kaos-memory``: it must be answered within the deadline (a body shorter than its

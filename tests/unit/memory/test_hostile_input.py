@@ -1,4 +1,4 @@
-"""Issue 22 on the memory service: hostile input is a clear 4xx and writes nothing.
+"""On the memory service, hostile input is a clear 4xx and writes nothing.
 
 Each example of the issue is one test, run against the real service over loopback on both
 backends (``memory_service`` is parametrised ``local``/``external``). Requests go out as

@@ -7,12 +7,15 @@ attribution tables, the vector store and Mem0's history.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
 from kaos_core.memory.contract import Level
 
+from tests.fixtures.devmodel import devmodel_for
 from tests.fixtures.memory import MakeMemory, MemoryServer
 from tests.support.devmodel import DevModel
+from tests.support.procs import ServiceProcess
 from tests.unit.memory.helpers import (
     AGENT_A,
     AGENT_B,
@@ -24,6 +27,14 @@ from tests.unit.memory.helpers import (
     uid,
     wait_sync,
 )
+
+
+@pytest.fixture
+def devmodel(private_devmodel_server: ServiceProcess) -> Iterator[DevModel]:
+    """This module's own model: its tests slow every answer down and count the requests,
+    which another module's services, still finishing their background work, must not
+    share."""
+    yield from devmodel_for(private_devmodel_server)
 
 
 def settled(server: MemoryServer) -> bool:
@@ -45,8 +56,8 @@ async def test_writes_past_the_budget_fold_once_and_extract_once(
     # Every model answer takes 2 s: a write that waited for one could not answer sooner.
     devmodel.set_faults(delay=2.0, routes=["chat"])
     ident = headers(agent=AGENT_A, principal="carol", session=uid("s"))
-    # The devmodel serves the whole test session: count only the requests carrying this
-    # test's own marker (another module's server may still be draining into it).
+    # The model serves the whole module: count only the requests carrying this test's own
+    # marker (an earlier test's server may still be draining into it).
     mark = uid("m").replace("-", "")
     slowest = 0.0
     statuses = []

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from kaos_memory.settings import MemorySettings
-from kaos_memory.storage.longterm import mem0_config
 
 from tests.support.devmodel import DevModel
+from tests.support.storage import settings_mem0_config
 
 BOTH = ["with principal", "without principal"]
 
@@ -43,7 +43,7 @@ def test_wildcard_semantics_per_backend(
     settings.mem0_dir.mkdir(parents=True)
     from mem0 import Memory
 
-    memory: Any = Memory.from_config(mem0_config(settings))
+    memory: Any = Memory.from_config(settings_mem0_config(settings))
     try:
         meta = {"kaos_group": "g"}
         memory.add(

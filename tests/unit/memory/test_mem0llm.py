@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kaos_memory.storage.mem0llm import Judged, judge
+from kaos_memory.storage.mem0.llm import Judged, judge
 
 FACT = '{"memory": [{"id": "0", "text": "I keep bees", "attributed_to": "user"}]}'
 

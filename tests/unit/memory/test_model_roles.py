@@ -1,8 +1,8 @@
 """Per-role model bindings and store tuning, end to end on both backends.
 
 Real ``kaos-memory`` processes (SQLite + embedded Chroma, or PostgreSQL + pgvector) with
-Mem0, and two ``kaos-devmodel`` processes: the session's one serves the embedding role,
-a second one (this module's) the summarisation role. Each endpoint's own request logs
+Mem0, and two ``kaos-devmodel`` processes: one serves the embedding role, a second
+the summarisation role, both this module's own. Each endpoint's own request logs
 (``/control/requests``, ``/control/embeddings``) show which calls reached it, and with
 which key (the SHA-256 of the ``Authorization`` header). The default model URL points at
 a port nobody listens on, so a role that fell back to it would fail visibly.
@@ -20,12 +20,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kaos_devmodel import DevModelSettings
 
-from tests.fixtures.memory import COLLECTION, EMBEDDING_DIMS, MakeMemory, MemoryServer
+from tests.fixtures.devmodel import devmodel_for, start_devmodel
+from tests.fixtures.memory import COLLECTION, MakeMemory, MemoryServer
 from tests.support.devmodel import DevModel
 from tests.support.postgres import pg_query
-from tests.support.procs import ServiceProcess, console_script, free_port, start_service
+from tests.support.procs import ServiceProcess
 from tests.unit.memory.helpers import AGENT_A, call, eventually, headers, uid
 
 BACKENDS = ["local", pytest.param("external", marks=pytest.mark.postgres)]
@@ -48,21 +48,7 @@ def fingerprint(key: str) -> str:
 @pytest.fixture(scope="module")
 def summarizer_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     """A second development model server: the summarisation role's endpoint."""
-    port = free_port()
-    svc = start_service(
-        "devmodel-summarizer",
-        [
-            console_script("kaos-devmodel"),
-            "--port",
-            str(port),
-            "--embedding-dims",
-            str(EMBEDDING_DIMS),
-        ],
-        port=port,
-        env={DevModelSettings.env_name(name): "" for name in DevModelSettings.model_fields},
-        log_dir=tmp_path_factory.mktemp("devmodel-summarizer"),
-        ready_path="/readyz",
-    )
+    svc = start_devmodel("devmodel-summarizer", tmp_path_factory.mktemp("devmodel-summarizer"))
     try:
         yield svc
     finally:
@@ -71,11 +57,13 @@ def summarizer_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serv
 
 @pytest.fixture
 def summarizer(summarizer_server: ServiceProcess) -> Iterator[DevModel]:
-    model = DevModel(url=summarizer_server.url, embedding_dims=EMBEDDING_DIMS)
-    try:
-        yield model
-    finally:
-        model.reset()
+    yield from devmodel_for(summarizer_server)
+
+
+@pytest.fixture
+def devmodel(private_devmodel_server: ServiceProcess) -> Iterator[DevModel]:
+    """The embedding role's endpoint, this module's own: the tests count its requests."""
+    yield from devmodel_for(private_devmodel_server)
 
 
 async def write_session(mem: MemoryServer, session: str) -> None:

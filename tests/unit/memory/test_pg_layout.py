@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from kaos_memory.storage.pgvectors import MIN_FACTS
+from kaos_memory.storage.mem0.pgvector.cache import MIN_FACTS
 
 from tests.fixtures.memory import MakeMemory, MemoryServer
 from tests.support.postgres import insert_facts, pg_query

@@ -1,4 +1,4 @@
-"""KAOS's tenant-filtered queries (``kaos_memory.storage.pgfacts``) on the table Mem0's own
+"""KAOS's tenant-filtered queries (``storage.mem0.pgvector.facts``) on the table Mem0's own
 pgvector store creates (HNSW index included), on a real PostgreSQL, in both layouts: the
 table partitioned by principal that KAOS creates for a new store, and Mem0's single table
 (a store created before, or ``KAOS_MEMORY_PG_PARTITIONS=0``). A principal's search is
@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kaos_memory.storage import pgfacts
+from kaos_memory.storage.mem0.pgvector import facts as pgfacts
 from psycopg import sql
 
 from tests.support.postgres import generic_plan, insert_facts, mem0_pgvector, pg_query
+from tests.support.storage import pg_search
 
 pytestmark = pytest.mark.postgres
 
@@ -126,7 +127,7 @@ def test_a_principal_gets_exactly_its_nearest_facts_in_order(
 
     # More runs than psycopg's prepare threshold: the prepared statement's plans too.
     for _ in range(8):
-        hits = pgfacts.search(pool, TABLE, query, filters, LIMIT)
+        hits = pg_search(pool, TABLE, query, filters, LIMIT)
         assert [h[0] for h in hits] == expected
     assert all(h[2]["user_id"] == "bob" for h in hits)
     scores = [h[1] for h in hits]

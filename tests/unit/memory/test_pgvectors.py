@@ -1,4 +1,4 @@
-"""A principal's fact vectors held in the service (``kaos_memory.storage.pgvectors``), on a
+"""A principal's fact vectors held in the service (``storage.mem0.pgvector.cache``), on a
 real PostgreSQL with the partitioned table KAOS creates: answers equal the database's exact
 search, a change by anyone (another replica, Mem0, SQL) is seen by the next search, an
 erased fact never comes back, and no id can bring in another principal's or group's fact."""
@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kaos_memory.storage import held, pgfacts
+from kaos_memory.storage.mem0 import cache as held
+from kaos_memory.storage.mem0.pgvector import facts as pgfacts
+from kaos_memory.storage.mem0.pgvector.cache import MIN_FACTS, PgvectorPrincipalCache
 from kaos_memory.storage.pgpool import Coalesced
-from kaos_memory.storage.pgvectors import MIN_FACTS, PrincipalVectors
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
@@ -78,8 +79,8 @@ async def pool(table: str) -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-async def vectors() -> AsyncIterator[PrincipalVectors]:
-    v = PrincipalVectors(TABLE, 64 * 2**20)
+async def vectors() -> AsyncIterator[PgvectorPrincipalCache]:
+    v = PgvectorPrincipalCache(TABLE, 64 * 2**20)
     try:
         yield v
     finally:
@@ -95,7 +96,7 @@ async def _exact(pool: Any, key: tuple[str, str], query: list[float]) -> list[An
 
 
 async def _search(
-    vectors: PrincipalVectors, pool: Any, key: tuple[str, str], query: list[float]
+    vectors: PgvectorPrincipalCache, pool: Any, key: tuple[str, str], query: list[float]
 ) -> list[Any]:
     sql_text, params = pgfacts.search_query(
         TABLE, query, {"kaos_group": key[0], "user_id": key[1]}, LIMIT
@@ -104,7 +105,9 @@ async def _search(
     return await vectors.search(Coalesced(pool), key, query, sql_text, params, LIMIT)
 
 
-async def _held_alice(vectors: PrincipalVectors, pool: Any, rng: random.Random) -> list[float]:
+async def _held_alice(
+    vectors: PgvectorPrincipalCache, pool: Any, rng: random.Random
+) -> list[float]:
     """A query, once alice's vectors are held (her first search loads them)."""
     query = _vector(rng)
     await _search(vectors, pool, ALICE, query)
@@ -121,7 +124,7 @@ def _same(held: list[Any], exact: list[Any]) -> None:
 
 
 async def test_a_held_principal_gets_exactly_the_databases_nearest_facts(
-    vectors: PrincipalVectors, pool: Any
+    vectors: PgvectorPrincipalCache, pool: Any
 ) -> None:
     rng = random.Random(11)
     first = _vector(rng)
@@ -142,7 +145,7 @@ async def test_a_small_principal_and_a_tiny_budget_stay_in_the_database(
     pool: Any,
 ) -> None:
     rng = random.Random(5)
-    tiny = PrincipalVectors(TABLE, 1024)
+    tiny = PgvectorPrincipalCache(TABLE, 1024)
     try:
         for key in (("g", "bob"), ALICE):
             query = _vector(rng)
@@ -155,7 +158,7 @@ async def test_a_small_principal_and_a_tiny_budget_stay_in_the_database(
 
 
 async def test_a_fact_written_by_anyone_is_found_by_the_next_search(
-    vectors: PrincipalVectors, pool: Any, table: str
+    vectors: PgvectorPrincipalCache, pool: Any, table: str
 ) -> None:
     query = await _held_alice(vectors, pool, random.Random(13))
     # Another replica stores the nearest fact there is (the query itself).
@@ -173,7 +176,7 @@ async def test_a_fact_written_by_anyone_is_found_by_the_next_search(
 
 
 async def test_an_erased_fact_never_comes_back(
-    vectors: PrincipalVectors, pool: Any, table: str
+    vectors: PgvectorPrincipalCache, pool: Any, table: str
 ) -> None:
     query = await _held_alice(vectors, pool, random.Random(17))
     nearest = await _search(vectors, pool, ALICE, query)
@@ -228,7 +231,7 @@ def test_each_change_bumps_only_the_principals_it_touches(table: str) -> None:
 
 
 async def test_principals_known_by_version_only_are_forgotten_once_idle(
-    vectors: PrincipalVectors, pool: Any, monkeypatch: pytest.MonkeyPatch
+    vectors: PgvectorPrincipalCache, pool: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = random.Random(19)
     bob = ("g", "bob")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import schemathesis
-from kaos_core.openapi import memory_document
+from kaos_core.openapi.memory import memory_document
 
 from tests.fixtures.memory import MemoryServer
 from tests.unit.docs.fuzz import NEGATIVE_CHECKS, POSITIVE_CHECKS, fuzz_config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kaos_core.errors import BadRequest, Forbidden
 from kaos_core.memory.contract import Level
-from kaos_core.memory.identity import Identity
+from kaos_core.wire import Identity
 from kaos_memory.scope import (
     Posture,
     Scope,
@@ -13,7 +13,7 @@ from kaos_memory.scope import (
     derive_attribution,
     derive_scope,
 )
-from kaos_memory.storage.longterm import (
+from kaos_memory.storage.mem0.terms import (
     from_entity_id,
     in_scope,
     mem0_filter,

@@ -1,25 +1,26 @@
-"""Memory settings: defaults, the fold invariant, mode requirements, the seed's aliases."""
+"""Memory settings: defaults, the fold invariant, mode requirements, the per-mode collection
+variables."""
 
 from __future__ import annotations
 
 import pytest
 from kaos_core.settings import SettingsError
-from kaos_memory.settings import load_memory_settings
+from kaos_memory.settings import MemorySettings, load_memory_settings
 
 
 def test_defaults() -> None:
     s = load_memory_settings({})
-    assert s.storage == "local"
-    assert s.port == 8080
-    assert s.token_budget == 4096
-    assert s.max_events == 2000
-    assert s.effective_fold_trigger == 4096
-    assert s.effective_fold_target == 2048
-    assert s.digest_retention == 20
-    assert s.max_read_scope == "agent"
-    assert s.default_failure_mode == "soft"
-    assert s.max_body_bytes == 1024 * 1024
-    assert s.collection == s.group == "kaos_memory"
+    assert s.backend.mode == "local"
+    assert s.http.port == 8080
+    assert s.tiers.token_budget == 4096
+    assert s.tiers.max_events == 2000
+    assert s.tiers.fold_trigger == 4096
+    assert s.tiers.fold_target == 2048
+    assert s.tiers.digest_retention == 20
+    assert s.posture.max_read_scope == "agent"
+    assert s.posture.default_failure_mode == "soft"
+    assert s.http.max_body_bytes == 1024 * 1024
+    assert s.backend.collection == s.backend.group == "kaos_memory"
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,7 @@ def test_fold_settings_accepted_when_ordered() -> None:
             "KAOS_MEMORY_FOLD_TARGET": "200",
         }
     )
-    assert (s.effective_fold_target, s.effective_fold_trigger) == (200, 800)
+    assert (s.tiers.fold_target, s.tiers.fold_trigger) == (200, 800)
 
 
 def test_external_needs_dsn() -> None:
@@ -56,7 +57,7 @@ def test_external_needs_dsn() -> None:
     s = load_memory_settings(
         {"KAOS_MEMORY_STORAGE": "external", "KAOS_MEMORY_DSN": "postgresql://x@h/db"}
     )
-    assert s.dsn == "postgresql://x@h/db"
+    assert s.backend.dsn == "postgresql://x@h/db"
 
 
 @pytest.mark.parametrize(
@@ -75,9 +76,9 @@ def test_bad_values_name_their_variable(env: dict[str, str], variable: str) -> N
         load_memory_settings(env)
 
 
-def test_seed_collection_aliases() -> None:
+def test_per_mode_collection_variables() -> None:
     local = load_memory_settings({"KAOS_MEMORY_LOCAL_COLLECTION": "team_a"})
-    assert local.collection == "team_a"
+    assert local.backend.collection == "team_a"
     external = load_memory_settings(
         {
             "KAOS_MEMORY_STORAGE": "external",
@@ -86,18 +87,29 @@ def test_seed_collection_aliases() -> None:
             "KAOS_MEMORY_LOCAL_COLLECTION": "ignored",
         }
     )
-    assert external.collection == "team_b"
+    assert external.backend.collection == "team_b"
     explicit = load_memory_settings(
         {"KAOS_MEMORY_COLLECTION": "main", "KAOS_MEMORY_LOCAL_COLLECTION": "other"}
     )
-    assert explicit.collection == "main"
+    assert explicit.backend.collection == "main"
 
 
 def test_a_renamed_variable_is_read_under_its_earlier_name_unless_the_new_one_is_set() -> None:
-    assert load_memory_settings({}).vector_cache_mb == 256
+    assert load_memory_settings({}).backend.vector_cache_mb == 256
     earlier = {"KAOS_MEMORY_PG_VECTOR_CACHE_MB": "64"}
-    assert load_memory_settings(earlier).vector_cache_mb == 64
+    assert load_memory_settings(earlier).backend.vector_cache_mb == 64
     both = {**earlier, "KAOS_MEMORY_VECTOR_CACHE_MB": "0"}
-    assert load_memory_settings(both).vector_cache_mb == 0
+    assert load_memory_settings(both).backend.vector_cache_mb == 0
     with pytest.raises(SettingsError, match="KAOS_MEMORY_VECTOR_CACHE_MB"):
         load_memory_settings({"KAOS_MEMORY_PG_VECTOR_CACHE_MB": "lots"})
+
+
+def test_the_flat_names_of_scripts_and_tests_still_read() -> None:
+    # Keyword names (the variable without KAOS_MEMORY_) build and read the settings, as
+    # the benchmarks and test helpers do; a group property is read by its name too.
+    s = MemorySettings(token_budget=100, storage="local", executor_workers=3)
+    assert (s.tiers.token_budget, s.backend.mode, s.executor.workers) == (100, "local", 3)
+    assert (s.token_budget, s.storage, s.executor_workers) == (100, "local", 3)
+    assert s.mem0_dir == s.backend.mem0_dir
+    with pytest.raises(AttributeError):
+        _ = s.no_such_setting

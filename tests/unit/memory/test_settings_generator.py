@@ -6,23 +6,40 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from kaos_core.settings import EnvSettings, main, region, replace_region, settings_markdown
-from pydantic import Field
+from kaos_core.settings import (
+    ServiceSettings,
+    SettingsGroup,
+    group,
+    main,
+    region,
+    replace_region,
+    setting,
+    settings_markdown,
+)
 
 
-class Example(EnvSettings):
+class Http(SettingsGroup):
+    port: int = setting("listen port", default=80)
+    debug: bool = setting("more logs", default=False)
+
+
+class Storage(SettingsGroup):
+    dsn: str | None = setting("database | DSN", default=None)
+    ratio: float = setting("a derived one", default=2.0, default_doc="= port / 40")
+    mode: str = setting("see `{prefix}DSN`", env="STORAGE", default="")
+
+
+class Identity(SettingsGroup):
+    issuer: str | None = setting("who issues tokens", default=None)
+
+
+class Example(ServiceSettings):
     env_prefix: ClassVar[str] = "EX_"
+    notes: ClassVar[dict[str, str]] = {"EX_ISSUER": "Here: the example's."}
 
-    port: int = Field(default=80, description="listen port", json_schema_extra={"group": "http"})
-    dsn: str | None = Field(
-        default=None, description="database | DSN", json_schema_extra={"group": "storage"}
-    )
-    ratio: float = Field(
-        default=2.0,
-        description="a derived one",
-        json_schema_extra={"group": "storage", "default_doc": "= port / 40"},
-    )
-    debug: bool = Field(default=False, description="more logs", json_schema_extra={"group": "http"})
+    http: Http = group("HTTP")
+    storage: Storage = group("Storage")
+    identity: Identity = group("Identity")
 
 
 def test_tables_follow_the_group_order_and_field_docs() -> None:
@@ -34,6 +51,7 @@ def test_tables_follow_the_group_order_and_field_docs() -> None:
         "| --- | --- | --- |",
         "| `EX_DSN` | — | database \\| DSN |",
         "| `EX_RATIO` | = port / 40 | a derived one |",
+        "| `EX_STORAGE` | (empty) | see `EX_DSN` |",
         "",
         "### HTTP",
         "",
@@ -42,6 +60,16 @@ def test_tables_follow_the_group_order_and_field_docs() -> None:
         "| `EX_PORT` | `80` | listen port |",
         "| `EX_DEBUG` | `false` | more logs |",
     ]
+
+
+def test_every_group_by_default_and_a_service_note_after_the_meaning() -> None:
+    text = settings_markdown(Example)
+    assert [line for line in text.splitlines() if line.startswith("## ")] == [
+        "## HTTP",
+        "## Storage",
+        "## Identity",
+    ]
+    assert "| `EX_ISSUER` | — | who issues tokens. Here: the example's. |" in text
 
 
 def test_regions_are_replaced_and_checked(tmp_path: Path) -> None:

@@ -16,9 +16,8 @@ from kaos_core.memory.contract import (
     RecallRequest,
     RecallResponse,
 )
-from kaos_core.telemetry import links, setup_telemetry
+from kaos_core.telemetry import TelemetrySettings, links, setup_telemetry
 from kaos_memory import telemetry
-from kaos_memory.clock import FakeClock
 from kaos_memory.scope import Attribution
 from kaos_memory.storage.base import FoldPolicy, NewTurn
 from kaos_memory.storage.sql.dialect import Dialect
@@ -28,6 +27,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from tests.support.clock import FakeClock
 
 POLICY = FoldPolicy(trigger_tokens=30, target_tokens=10, max_events=100)
 WHO = Attribution(group="g", session="s1", principal="alice", agent="kaos://agent/a/b")
@@ -103,12 +104,12 @@ def recorded() -> Iterator[tuple[trace.Tracer, InMemorySpanExporter]]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield provider.get_tracer("test"), exporter
-    setup_telemetry("test", {})  # content capture back to its default, off
+    setup_telemetry("test", TelemetrySettings())  # content capture back to its default, off
 
 
 def _search(tracer: trace.Tracer, exporter: InMemorySpanExporter, capture: bool) -> ReadableSpan:
     env = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"} if capture else {}
-    assert setup_telemetry("test", env) is None  # no endpoint: only the settings
+    assert setup_telemetry("test", TelemetrySettings.from_env(env)) is None  # only the settings
     req = RecallRequest(level="session", query="where do I live")
     fact = Fact(id="f1", text="I live in Lisbon.", created_at="2026-01-01T00:00:00Z")
     resp = RecallResponse(long_term=LongTerm(facts=[fact]))

@@ -20,20 +20,20 @@ from kaos_core.telemetry.genai_metrics import GenAiMetrics
 from kaos_devmodel.faults import NOT_JSON
 from kaos_memory import summarizer as summarizer_module
 from kaos_memory import telemetry
-from kaos_memory.clock import FakeClock
 from kaos_memory.consolidation import ConsolidationPolicy, Consolidator
 from kaos_memory.deps import MemoryDeps, default_deps
 from kaos_memory.executor import BackgroundExecutor, RetryPolicy
 from kaos_memory.metrics import MemoryMetrics
 from kaos_memory.scope import Attribution
-from kaos_memory.storage import mem0llm
 from kaos_memory.storage.base import FoldPolicy, NewTurn
-from kaos_memory.storage.longterm import FOLD_KEY
+from kaos_memory.storage.mem0 import llm as mem0llm
+from kaos_memory.storage.mem0.terms import FOLD_KEY
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+from tests.support.clock import FakeClock
 from tests.support.devmodel import DevModel
 from tests.support.memory import MemoryDb, consolidation_stores
 

@@ -185,7 +185,7 @@ def test_default_image_from_settings() -> None:
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGES.agent
 
 
-# -- run budgets and memory tool modes (issue 17) ------------------------------------------
+# -- run budgets and memory tool modes ----------------------------------------------------
 
 
 def test_task_config_is_projected_and_loads() -> None:

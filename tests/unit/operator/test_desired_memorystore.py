@@ -120,15 +120,13 @@ def test_env_is_accepted_by_the_memory_service_settings() -> None:
     env = memory_store_env(s, ctx())
     settings = MemorySettings.from_env(env)
     assert settings.token_budget == 1000
-    assert settings.effective_fold_target == 100
+    assert settings.tiers.fold_target == 100
     assert settings.model_base_url == "http://llm.ns.svc:4000/v1"
-    unknown = [
-        k for k in env if k.removeprefix("KAOS_MEMORY_").lower() not in MemorySettings.model_fields
-    ]
+    unknown = [k for k in env if k not in MemorySettings.env_names()]
     assert unknown == []
 
 
-# -- per-role model bindings and store tuning (issue 17) -----------------------------------
+# -- per-role model bindings and store tuning ---------------------------------------------
 
 TWO_APIS = {
     "summarization": {

@@ -12,11 +12,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from kaos_memory.clock import FakeClock
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.storage.audit import Actor
 from kaos_memory.storage.base import ErasureSelector, FoldPolicy, NewTurn
 from kaos_memory.storage.sql.store import SqlConversationStore
+
+from tests.support.clock import FakeClock
+from tests.support.storage import window_rows
 
 NO_FOLD = FoldPolicy(trigger_tokens=10_000, target_tokens=10, max_events=10_000)
 AGENT = "kaos://agent/a/b"
@@ -76,7 +78,7 @@ async def test_an_erasure_is_recorded_with_its_actor_scope_and_counts(
     (entry,) = await store.audit("g", 10, None)
     assert entry.final is True
     # Alice's turns are untouched; another group sees no record.
-    assert len(await store.window_rows(ALICE.key, 10)) == 4
+    assert len(await window_rows(store, ALICE.key, 10)) == 4
     assert await store.audit("other", 10, None) == []
 
 

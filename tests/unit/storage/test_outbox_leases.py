@@ -11,10 +11,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from kaos_memory.clock import FakeClock, iso
+from kaos_memory.clock import iso
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.storage.base import ErasureSelector, FoldPolicy, NewTurn
 from kaos_memory.storage.sql.store import SqlConversationStore
+
+from tests.support.clock import FakeClock
+from tests.support.storage import window_rows
 
 POLICY = FoldPolicy(trigger_tokens=30, target_tokens=10, max_events=100)
 # Writes that never fold on their own, so a test claims folds when it wants them.
@@ -61,7 +64,7 @@ async def test_the_write_that_crosses_the_trigger_records_the_fold(
     second = await store.append(WHO, turns[:1], True, POLICY)
     assert second.fold_id is not None, "40 tokens > 30: this write evicts"
     assert second.stats.tokens == 40, "the stats are the window the write saw"
-    assert [r.content for r in await store.window_rows(WHO.key, 10)] == ["turn 0"]
+    assert [r.content for r in await window_rows(store, WHO.key, 10)] == ["turn 0"]
     assert await store.outbox_depth() == 1
     fold = await store.next_extraction(WHO.key)
     assert fold is not None and fold.id == second.fold_id
@@ -172,7 +175,7 @@ async def test_idle_sessions_and_their_flush(store: SqlConversationStore, clock:
     [idle] = await store.idle_sessions(iso(clock()), 10)
     fold = await store.flush_session(WHO.key, WHO.session, idle.last_at)
     assert fold is not None and len(fold.turns) == 3, "the whole window is folded"
-    assert await store.window_rows(WHO.key, 10) == []
+    assert await window_rows(store, WHO.key, 10) == []
     assert await store.idle_sessions(iso(clock()), 10) == [], "flushed until the next write"
     await write(store, 1)
     assert [i.key for i in await store.idle_sessions(iso(clock()), 10)] == [WHO.key]
@@ -193,7 +196,7 @@ async def test_a_recalls_session_read_is_the_window_and_digest_its_principal_may
     assert await store.add_digest(WHO.key, "alice plans a trip", [fold.id], 3) is not None
     read = await store.read_session(WHO.key, "alice", 10, turns=True, digest=True)
     # The unfolded turns, newest first, and the latest digest: in one round of the store.
-    unfolded = [r.content for r in await store.window_rows(WHO.key, 10)]
+    unfolded = [r.content for r in await window_rows(store, WHO.key, 10)]
     assert [t.content for t in read.turns] == unfolded and unfolded[0] == "turn 4"
     assert read.digest is not None and read.digest.summary == "alice plans a trip"
     # Each part alone, and none: the same rows.

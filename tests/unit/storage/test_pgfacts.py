@@ -1,4 +1,4 @@
-"""KAOS's own queries on Mem0's pgvector table (``kaos_memory.storage.pgfacts``), on a real
+"""KAOS's own queries on Mem0's pgvector table (``storage.mem0.pgvector.facts``), on a real
 PostgreSQL: tenant-filtered search and ordered pages, and the indexes that serve them."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kaos_memory.storage import pgfacts
+from kaos_memory.storage.mem0.pgvector import facts as pgfacts
 from psycopg_pool import ConnectionPool
 
 from tests.support.postgres import connect, generic_plan, pg_query
+from tests.support.storage import pg_search
 
 pytestmark = pytest.mark.postgres
 
@@ -55,17 +56,17 @@ def test_search_keeps_to_the_filter_and_orders_by_distance(
             ([1, 0, 0], {"data": "bob's", "user_id": "bob", "run_id": "s1"}),
         ],
     )
-    hits = pgfacts.search(pool, TABLE, [1.0, 0.1, 0.0], {"user_id": "alice"}, 10)
+    hits = pg_search(pool, TABLE, [1.0, 0.1, 0.0], {"user_id": "alice"}, 10)
     assert [h[0] for h in hits] == [near, far]
     assert hits[0][1] > hits[1][1] and hits[0][2]["data"] == "near"
-    assert [
-        h[0] for h in pgfacts.search(pool, TABLE, [1.0, 0.0, 0.0], {"user_id": "alice"}, 1)
-    ] == [near]
+    assert [h[0] for h in pg_search(pool, TABLE, [1.0, 0.0, 0.0], {"user_id": "alice"}, 1)] == [
+        near
+    ]
     # The wildcard means "key present", as in Mem0's pgvector filters.
-    every = pgfacts.search(pool, TABLE, [1.0, 0.0, 0.0], {"run_id": "*"}, 10)
+    every = pg_search(pool, TABLE, [1.0, 0.0, 0.0], {"run_id": "*"}, 10)
     assert {h[0] for h in every} == {near, far, other}
     # A value that looks like SQL is only ever a parameter.
-    assert pgfacts.search(pool, TABLE, [1.0, 0.0, 0.0], {"user_id": "x' OR '1'='1"}, 10) == []
+    assert pg_search(pool, TABLE, [1.0, 0.0, 0.0], {"user_id": "x' OR '1'='1"}, 10) == []
 
 
 def test_pages_follow_the_cursor_in_order_without_gaps(pool: ConnectionPool, pg_dsn: str) -> None:

@@ -1,4 +1,4 @@
-"""Purges of Chroma's SQLite file run in a child process (``purge.in_child``): what they
+"""Purges of Chroma's SQLite file run in a child process (``chroma.files.in_child``): what they
 remove, what they keep, and what a failure becomes.
 
 Chroma's Rust extension links its own SQLite; a second copy in the same process (Python's
@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from kaos_memory.storage.purge import in_child
+from kaos_memory.storage.mem0.chroma.files import in_child
 
 
 def chroma_like(path: Path) -> None:

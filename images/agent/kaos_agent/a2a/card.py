@@ -62,12 +62,12 @@ class CardBuilder:
 
     def _build(self, tool_skills: list[dict[str, Any]]) -> dict[str, Any]:
         s = self.settings
-        url = s.card_url() + "/"
+        url = s.server.card_url() + "/"
         skills = [
             {
                 "id": "chat",
-                "name": s.name,
-                "description": s.description or s.instructions[:500],
+                "name": s.agent.name,
+                "description": s.agent.description or s.agent.instructions[:500],
                 "tags": ["chat"],
             },
             *tool_skills,
@@ -81,19 +81,19 @@ class CardBuilder:
                     "tags": ["delegation", f"peer:{peer.name}"],
                 }
             )
-        if s.memory_tools != "none":
+        if s.memory.tools != "none":
             what = {"all": "Searches and saves", "read": "Searches", "write": "Saves"}
             skills.append(
                 {
                     "id": "memory",
                     "name": "memory",
-                    "description": f"{what[s.memory_tools]} long-term memory.",
+                    "description": f"{what[s.memory.tools]} long-term memory.",
                     "tags": ["memory"],
                 }
             )
         return {
-            "name": s.name,
-            "description": s.description or f"KAOS agent {s.name}",
+            "name": s.agent.name,
+            "description": s.agent.description or f"KAOS agent {s.agent.name}",
             "version": "1.0.0",
             "supportedInterfaces": [
                 {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},

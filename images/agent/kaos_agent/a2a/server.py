@@ -50,9 +50,10 @@ from kaos_core.http.jsonrpc import (
     edge_error_code,
 )
 from kaos_core.http.middleware import request_id
+from kaos_core.wire import A2A_VERSION_HEADER
 
 from kaos_agent.a2a.tasks import TaskRecord, TaskStore
-from kaos_agent.auth import EdgeAuth, challenge
+from kaos_agent.auth import EdgeAuth
 from kaos_agent.context import RunDeps, Verified, run_context
 from kaos_agent.delegation import KAOS_METADATA_KEY
 from kaos_agent.runner import AgentRuntime
@@ -79,12 +80,13 @@ def _rpc_error(req_id: object, code: int, message: str) -> web.Response:
 
 
 def _refusal(req_id: object, exc: KaosError) -> web.Response:
-    """A refused caller: a JSON-RPC error object, with the refusal's HTTP status."""
+    """A refused caller: a JSON-RPC error object (the protocol's shape, so not the error
+    middleware's), with the refusal's HTTP status and the headers it carries."""
     error = {"code": INVALID_REQUEST, "message": exc.message, "data": {"code": exc.code}}
     return web.json_response(
         {"jsonrpc": "2.0", "id": req_id, "error": error},
         status=exc.status,
-        headers=challenge(exc),
+        headers=exc.headers,
     )
 
 
@@ -230,7 +232,7 @@ class A2AServer:
         method = body.get("method")
         if body.get("jsonrpc") != "2.0" or not isinstance(method, str) or not method:
             return _rpc_error(req_id, INVALID_REQUEST, "not a JSON-RPC 2.0 request")
-        version = request.headers.get("A2A-Version", "")
+        version = request.headers.get(A2A_VERSION_HEADER, "")
         if version and version.split(".")[0] not in ("0", "1"):
             # Echoed with repr and cut short: the header is the caller's, not ours to trust.
             return _rpc_error(

@@ -74,9 +74,10 @@ class BodyGuard:
             return
         if self.stateless and scope["method"] == "GET":
             refusal = MethodNotAllowed(
-                "this server offers no server-to-client stream (GET); send requests with POST"
+                "this server offers no server-to-client stream (GET); send requests with POST",
+                headers=[("Allow", "POST")],
             )
-            await _refuse(send, refusal, allow=b"POST")
+            await _refuse(send, refusal)
             return
         try:
             replay = await self._check(scope, receive)
@@ -182,7 +183,7 @@ def _replaying(messages: deque[Message], receive: Receive) -> Receive:
     return replay
 
 
-async def _refuse(send: Send, exc: KaosError, *, allow: bytes | None = None) -> None:
+async def _refuse(send: Send, exc: KaosError) -> None:
     body = json.dumps(error_object(None, edge_error_code(exc), exc.message)).encode()
     headers = [
         (b"content-type", b"application/json"),
@@ -191,7 +192,6 @@ async def _refuse(send: Send, exc: KaosError, *, allow: bytes | None = None) -> 
         # connection cannot carry another request.
         (b"connection", b"close"),
     ]
-    if allow is not None:
-        headers.append((b"allow", allow))
+    headers += [(name.lower().encode(), value.encode()) for name, value in exc.headers]
     await send({"type": "http.response.start", "status": exc.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

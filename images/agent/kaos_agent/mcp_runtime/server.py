@@ -20,7 +20,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kaos_core.http.limits import HttpLimits
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -31,7 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kaos_agent.mcp_runtime.guard import BodyGuard
-from kaos_agent.mcp_runtime.settings import McpSettings
+from kaos_agent.mcp_runtime.settings import McpServer, McpSettings
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +84,7 @@ def _counted(fn: Callable[..., Any], calls: Counter) -> Callable[..., Any]:
     return wrapper
 
 
-def transport_security(settings: McpSettings) -> TransportSecuritySettings:
+def transport_security(settings: McpServer) -> TransportSecuritySettings:
     hosts = settings.allowed_host_list()
     if not hosts or "*" in hosts:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -96,14 +95,9 @@ def transport_security(settings: McpSettings) -> TransportSecuritySettings:
     )
 
 
-def create_mcp_app(
-    settings: McpSettings,
-    tools: dict[str, Callable[..., Any]],
-    *,
-    limits: HttpLimits | None = None,
-) -> Starlette:
-    """The app ``kaos-mcp`` serves; ``limits`` default to the ``KAOS_HTTP_*`` variables."""
-    limits = limits if limits is not None else HttpLimits.from_env()
+def create_mcp_app(settings: McpSettings, tools: dict[str, Callable[..., Any]]) -> Starlette:
+    """The app ``kaos-mcp`` serves, under the settings' connection limits."""
+    limits, server_settings = settings.limits, settings.server
     registry = CollectorRegistry()
     calls = Counter(
         "tool_calls",
@@ -112,7 +106,7 @@ def create_mcp_app(
         namespace="kaos_mcp",
         registry=registry,
     )
-    server: MCPServer[Any] = MCPServer(name=settings.name)
+    server: MCPServer[Any] = MCPServer(name=server_settings.name)
     for name, fn in sorted(tools.items()):
         server.add_tool(_counted(fn, calls), name=name)
 
@@ -128,15 +122,15 @@ def create_mcp_app(
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=STATELESS,
-        transport_security=transport_security(settings),
-        host=settings.host,
+        transport_security=transport_security(server_settings),
+        host=server_settings.host,
         # The guard enforces the limit first; the SDK's own check is set to the same.
-        max_request_body_size=settings.max_body_bytes,
+        max_request_body_size=server_settings.max_body_bytes,
     )
     app.add_middleware(
         BodyGuard,
         path=MCP_PATH,
-        max_body_bytes=settings.max_body_bytes,
+        max_body_bytes=server_settings.max_body_bytes,
         body_timeout=limits.body_timeout,
         stateless=STATELESS,
     )

@@ -1,14 +1,15 @@
-"""Settings of the MCP server runtime (``kaos-mcp``), documented and grouped like the agent's."""
+"""Settings of the MCP server runtime (``kaos-mcp``), grouped and documented like the
+agent's: where it listens, which tools it serves, and the connection limits and tracing
+every KAOS server reads."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
 from kaos_core import agent_env as env
-from kaos_core.settings import EnvSettings
-from pydantic import Field
-
-MCP_GROUPS: dict[str, str] = {"server": "Listening", "tools": "Tools"}
+from kaos_core.http.limits import HttpLimits
+from kaos_core.settings import ServiceSettings, SettingsGroup, group, setting
+from kaos_core.telemetry.settings import TelemetrySettings
 
 # Read only by this runtime (the operator does not set it), so it is named here rather
 # than in ``kaos_core.agent_env``.
@@ -16,40 +17,60 @@ MCP_MAX_BODY_BYTES = "MCP_MAX_BODY_BYTES"
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 
-def _setting(name: str, group: str, description: str, **kwargs: Any) -> Any:
-    assert group in MCP_GROUPS, group
-    return Field(description=description, json_schema_extra={"env": name, "group": group}, **kwargs)
+class McpServer(SettingsGroup):
+    """Where the runtime listens, under which name, and what requests it accepts."""
 
+    env_prefix: ClassVar[str | None] = ""
+    title: ClassVar[str] = "Listening"
 
-class McpSettings(EnvSettings):
-    host: str = _setting(env.MCP_HOST, "server", "listen address", default="0.0.0.0")
-    port: int = _setting(env.MCP_PORT, "server", "listen port", default=8000, ge=1, le=65535)
-    allowed_hosts: str = _setting(
-        env.MCP_ALLOWED_HOSTS,
-        "server",
+    host: str = setting("listen address", env=env.MCP_HOST, default="0.0.0.0")
+    port: int = setting("listen port", env=env.MCP_PORT, default=8000, ge=1, le=65535)
+    allowed_hosts: str = setting(
         "comma list of Host headers accepted on `/mcp` (`*`: any, for in-cluster service "
         "names and ports)",
+        env=env.MCP_ALLOWED_HOSTS,
         default="*",
     )
-    name: str = _setting(env.MCP_SERVER_NAME, "server", "MCP server name", default="kaos-mcp")
-    max_body_bytes: int = _setting(
-        MCP_MAX_BODY_BYTES,
-        "server",
+    name: str = setting("MCP server name", env=env.MCP_SERVER_NAME, default="kaos-mcp")
+    max_body_bytes: int = setting(
         "largest request body accepted on `/mcp`, in bytes; a larger one is answered 413 "
         "(a JSON-RPC error) before it is parsed",
+        env=MCP_MAX_BODY_BYTES,
         default=DEFAULT_MAX_BODY_BYTES,
         ge=1024,
         le=64 * 1024 * 1024,
     )
-    runtime: Literal["python-string"] = _setting(
-        env.MCP_RUNTIME, "tools", "the only runtime", default="python-string"
-    )
-    tools_string: str = _setting(
-        env.MCP_TOOLS_STRING,
-        "tools",
-        "Python source; each public top-level function is a tool (required)",
-        default="",
-    )
 
     def allowed_host_list(self) -> list[str]:
         return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]
+
+
+class McpTools(SettingsGroup):
+    """The tools the runtime serves."""
+
+    env_prefix: ClassVar[str | None] = ""
+    title: ClassVar[str] = "Tools"
+
+    runtime: Literal["python-string"] = setting(
+        "the only runtime", env=env.MCP_RUNTIME, default="python-string"
+    )
+    tools_string: str = setting(
+        "Python source; each public top-level function is a tool (required)",
+        env=env.MCP_TOOLS_STRING,
+        default="",
+    )
+
+
+class McpSettings(ServiceSettings):
+    """Every setting of one ``kaos-mcp`` pod."""
+
+    env_prefix: ClassVar[str] = "MCP_"
+
+    server: McpServer = group(McpServer.title)
+    tools: McpTools = group(McpTools.title)
+    limits: HttpLimits = group(HttpLimits.title)
+    telemetry: TelemetrySettings = group(TelemetrySettings.title)
+
+
+# The groups the README's tables document, in order, by title.
+MCP_GROUPS: dict[str, str] = {"server": McpServer.title, "tools": McpTools.title}

@@ -221,10 +221,6 @@ class ConversationStore(Protocol):
         outbox) in that same transaction."""
         ...
 
-    async def window_rows(self, key: str, limit: int) -> list[TurnRow]:
-        """The newest ``limit`` unfolded turns of a session, newest first."""
-        ...
-
     async def is_attributed(self, key: str, principal: str) -> bool:
         """Whether ``principal`` wrote to the session (the principal-bound read check)."""
         ...
@@ -385,9 +381,8 @@ class LongTermStore(Protocol):
         ...
 
     def held_principals(self) -> tuple[int, int]:
-        """Principals whose facts this replica holds for their searches, and principals
-        being loaded or waiting to be (``pgvectors`` in external mode, ``chromaheld`` in
-        local mode)."""
+        """Principals whose facts this replica holds for their searches (the per-principal
+        vector cache, ``mem0.cache``), and principals being loaded or waiting to be."""
         ...
 
     async def erase_ids(self, ids: list[str]) -> int: ...

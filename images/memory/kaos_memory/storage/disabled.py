@@ -20,8 +20,6 @@ from kaos_memory.storage.base import FoldTag, TurnRow
 class DisabledLongTermStore:
     """``LongTermStore`` of a store without long-term memory."""
 
-    backend = "none"
-
     def measure_with(self, metrics: GenAiMetrics) -> None:
         return None
 

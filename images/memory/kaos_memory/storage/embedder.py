@@ -25,6 +25,7 @@ from typing import Any
 import aiohttp
 import yarl
 from aiohttp.helpers import get_env_proxy_for_url
+from kaos_core.tracing import client_session
 
 from kaos_memory.settings import ModelSettings
 from kaos_memory.storage.errors import StorageError, StorageUnavailable
@@ -65,7 +66,7 @@ class QueryEmbedder:
             self._proxy = get_env_proxy_for_url(yarl.URL(self._url))
         except LookupError:
             self._proxy = None
-        self._http = aiohttp.ClientSession(timeout=self._timeout)
+        self._http = client_session(timeout=self._timeout)
 
     async def close(self) -> None:
         for task in list(self._calls):

@@ -2,7 +2,7 @@
 GenAI ``chat`` client span (the error's class only on failure, never its text, which may
 quote turns), the token usage and finish reason the model reported, and one observation
 of the GenAI token and duration histograms. The digest (``kaos_memory.summarizer``) and
-the extraction (``storage.mem0llm``) calls both go through it."""
+the extraction (``storage.mem0.llm``) calls both go through it."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from kaos_core.crds.agent import Agent, AgentMemory, ModelSampling, ReadScope
 from kaos_core.crds.common import Telemetry
 from kaos_core.endpoints import format_endpoints
 from kaos_core.memory.contract import scope_rank
-from kaos_core.memory.identity import agent_identity
+from kaos_core.wire import agent_identity
 
 from kaos_operator.desired import security
 from kaos_operator.desired.common import (

@@ -47,7 +47,7 @@ from kaos_core.auth.callers import Caller, Callers
 from kaos_core.crds.agent import Agent
 from kaos_core.crds.common import CustomObject
 from kaos_core.crds.memorystore import MemoryStore
-from kaos_core.memory.identity import agent_identity
+from kaos_core.wire import agent_identity
 
 from kaos_operator.desired.common import Obj, component_of, metadata, selector_labels
 from kaos_operator.settings import Posture

@@ -14,9 +14,10 @@ def wrap(exc: BaseException) -> StorageError | None:
         return StorageUnavailable("conversation store unavailable")
     if isinstance(exc, sqlite3.Error):
         return StorageError("conversation store failed")
-    if "psycopg" in sys.modules:  # imported only in external mode
-        import psycopg
-
+    # psycopg is loaded only in external mode (an optional driver): none of its errors
+    # can occur before.
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None:
         # Connection lost or refused, pool timeout or closed (psycopg_pool's errors are
         # OperationalErrors too): temporary.
         if isinstance(exc, psycopg.OperationalError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from kaos_core.backoff import capped_backoff
 from kaos_core.telemetry import current_traceparent
 
 from kaos_memory.storage.base import ExtractionStatus, Fold, FoldPolicy, PendingSession, TurnRow
@@ -252,7 +253,7 @@ def defer(tx: Tx, fold_ids: list[int], base: float, cap: float) -> float:
         if row is None:
             continue  # erased meanwhile
         failures = int(row[0]) + 1
-        delay = min(base * 2 ** min(failures - 1, 30), cap)
+        delay = capped_backoff(failures - 1, base=base, cap=cap)
         longest = max(longest, delay)
         tx.execute(
             "UPDATE kaos_mem_folds SET failures = %s, retry_at = %s WHERE id = %s",

@@ -34,7 +34,6 @@ from kaos_memory.storage.base import (
     PendingSession,
     SessionRead,
     Tombstone,
-    TurnRow,
 )
 from kaos_memory.storage.sql import audit, erasure, folds, leases, schema, window
 from kaos_memory.storage.sql.dialect import Dialect, LoopReads, Tx
@@ -111,18 +110,12 @@ class SqlConversationStore:
     async def ping(self) -> None:
         await self._run(_ping)
 
-    async def schema_version(self) -> int:
-        return await self._run(schema.version)
-
     # --- the window -----------------------------------------------------------------------
 
     async def append(
         self, attribution: Attribution, turns: list[NewTurn], infer: bool, policy: FoldPolicy
     ) -> Appended:
         return await self._run(window.append, attribution, turns, infer, policy)
-
-    async def window_rows(self, key: str, limit: int) -> list[TurnRow]:
-        return await self._run(window.window_rows, key, limit)
 
     async def is_attributed(self, key: str, principal: str) -> bool:
         return await self._run(window.is_attributed, key, principal)

@@ -16,7 +16,6 @@ from kaos_memory.storage.base import (
     NewTurn,
     SessionBound,
     SessionRead,
-    TurnRow,
 )
 from kaos_memory.storage.sql import folds
 from kaos_memory.storage.sql.dialect import Statement, Tx
@@ -36,7 +35,6 @@ __all__ = [
     "latest_digest",
     "session_read",
     "session_statements",
-    "window_rows",
 ]
 
 # Principal/agent "absent" in the attribution index: headers can never be empty, so the
@@ -117,10 +115,6 @@ _WINDOW = (
     " WHERE key = %s AND folded_by IS NULL ORDER BY seq DESC LIMIT %s"
 )
 _ATTRIBUTED = "SELECT 1 FROM kaos_mem_attribution WHERE key = %s AND principal = %s LIMIT 1"
-
-
-def window_rows(tx: Tx, key: str, limit: int) -> list[TurnRow]:
-    return [turn_row(r) for r in tx.all(_WINDOW, (key, limit))]
 
 
 def is_attributed(tx: Tx, key: str, principal: str) -> bool:

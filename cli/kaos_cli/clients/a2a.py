@@ -1,0 +1,160 @@
+"""An agent's A2A tasks through a2a-sdk's client: send a message, get, cancel, list.
+
+The agent serves A2A 1.0 JSON-RPC at ``POST /`` with a2a-sdk's own protobuf types, so
+the client is the SDK's too: requests are built and answers parsed by the same types
+the server prints, and each answer is handed back in protobuf's JSON mapping (what
+``-o json`` shows). The agent is addressed directly (no card is fetched first), over
+JSON-RPC without streaming: ``SendMessage`` answers the finished task, or the running one
+with ``return_immediately``.
+
+Failures are ``TaskCallFailed``: ``TaskCallRefused`` when the agent answered the call
+with a JSON-RPC error (its code and message), otherwise a one-line reason naming the
+agent's URL. Task states read without the ``TASK_STATE_`` prefix (``COMPLETED``).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from a2a.client import Client, ClientConfig, ClientFactory, minimal_agent_card
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+)
+from a2a.utils.constants import TransportProtocol
+from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+
+TIMEOUT = 300.0
+# An error code the SDK has no class for comes back as text: "JSON-RPC Error <code>: <msg>".
+_UNMAPPED = re.compile(r"JSON-RPC Error (?P<code>-?\d+): (?P<message>.*)", re.DOTALL)
+
+
+class TaskCallFailed(Exception):
+    """An A2A call that gave no answer; ``message`` says why in one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class TaskCallRefused(TaskCallFailed):
+    """The agent answered the call with a JSON-RPC error."""
+
+    def __init__(self, method: str, code: int | None, message: str) -> None:
+        super().__init__(f"{method} refused ({code}): {message}")
+        self.code = code
+
+
+def state_of(task: dict[str, Any]) -> str:
+    return str((task.get("status") or {}).get("state", "")).removeprefix("TASK_STATE_")
+
+
+def answer_of(task: dict[str, Any]) -> str:
+    """The task's answer: its artifacts' text, else its status message's."""
+    texts = [
+        part.get("text", "")
+        for artifact in task.get("artifacts") or []
+        for part in artifact.get("parts") or []
+    ]
+    if texts:
+        return "".join(texts)
+    message = (task.get("status") or {}).get("message") or {}
+    return "".join(p.get("text", "") for p in message.get("parts") or [])
+
+
+def failure_of(url: str, method: str, exc: A2AError) -> TaskCallFailed:
+    """The SDK's error as one line: the agent's refusal with its code, an HTTP status,
+    or the transport's failure."""
+    code = JSON_RPC_ERROR_CODE_MAP.get(type(exc))
+    if code is not None:
+        return TaskCallRefused(method, code, exc.message)
+    cause = exc.__cause__
+    if isinstance(cause, httpx.HTTPStatusError):
+        return TaskCallFailed(f"agent at {url} answered {cause.response.status_code} to {method}")
+    if isinstance(cause, httpx.HTTPError | ValueError):
+        return TaskCallFailed(f"agent at {url} failed: {type(cause).__name__}: {cause}")
+    unmapped = _UNMAPPED.fullmatch(str(exc))
+    if unmapped:
+        return TaskCallRefused(method, int(unmapped["code"]), unmapped["message"])
+    return TaskCallFailed(f"agent at {url} failed: {type(exc).__name__}: {exc}")
+
+
+class TaskClient:
+    """The A2A tasks of the agent at ``url``, as one caller (its headers) sees them."""
+
+    def __init__(self, client: Client, url: str) -> None:
+        self._client = client
+        self._url = url
+
+    async def send(self, text: str, *, session: str | None, wait: bool) -> dict[str, Any]:
+        """Send ``text`` as a new task (in ``session`` when given); the task."""
+        message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=text)])
+        if session:
+            message.context_id = session
+        request = SendMessageRequest(message=message)
+        if not wait:
+            request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+        task: dict[str, Any] = {}
+        try:
+            async for event in self._client.send_message(request):
+                if event.HasField("task"):
+                    task = MessageToDict(event.task)
+        except A2AError as exc:
+            raise failure_of(self._url, "SendMessage", exc) from exc
+        return task
+
+    async def get(self, task_id: str, *, history: int = 0) -> dict[str, Any]:
+        request = GetTaskRequest(id=task_id)
+        if history:
+            request.history_length = history
+        try:
+            task = await self._client.get_task(request)
+        except A2AError as exc:
+            raise failure_of(self._url, "GetTask", exc) from exc
+        found: dict[str, Any] = MessageToDict(task)
+        return found
+
+    async def cancel(self, task_id: str) -> dict[str, Any]:
+        try:
+            task = await self._client.cancel_task(CancelTaskRequest(id=task_id))
+        except A2AError as exc:
+            raise failure_of(self._url, "CancelTask", exc) from exc
+        cancelled: dict[str, Any] = MessageToDict(task)
+        return cancelled
+
+    async def list(self, *, session: str | None, limit: int) -> dict[str, Any]:
+        """The tasks visible to the caller, newest first (``tasks``, paging fields)."""
+        request = ListTasksRequest(page_size=limit)
+        if session:
+            request.context_id = session
+        try:
+            listed = await self._client.list_tasks(request)
+        except A2AError as exc:
+            raise failure_of(self._url, "ListTasks", exc) from exc
+        page: dict[str, Any] = MessageToDict(listed)
+        return page
+
+
+@asynccontextmanager
+async def task_client(url: str, headers: dict[str, str]) -> AsyncIterator[TaskClient]:
+    """A ``TaskClient`` for the agent at ``url`` whose requests carry ``headers``."""
+    async with httpx.AsyncClient(headers=headers, timeout=TIMEOUT) as http:
+        config = ClientConfig(
+            streaming=False,
+            httpx_client=http,
+            supported_protocol_bindings=[TransportProtocol.JSONRPC],
+        )
+        card = minimal_agent_card(url + "/", [TransportProtocol.JSONRPC])
+        yield TaskClient(ClientFactory(config).create(card), url)

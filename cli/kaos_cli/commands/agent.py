@@ -1,0 +1,319 @@
+"""``kaos agent``: the shared commands, ``deploy``, and talking to an agent.
+
+``invoke`` sends one OpenAI-style chat completion (for scripts); ``chat`` is an
+interactive session that streams the answer as it is produced and keeps one session id
+for the whole run, so the agent's memory carries the conversation; ``tools`` lists what
+the agent can call. The agent is reached through ``--url`` or a ``kubectl port-forward``
+to its Service for the duration of the command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import click
+
+from kaos_cli.clients.agent import (
+    AgentError,
+    AgentRefused,
+    AnswerBrokeOff,
+    chat,
+    fetch_card,
+    headers_for,
+    stream_chat,
+    tools_from_card,
+    tools_from_spec,
+)
+from kaos_cli.commands.common import CONTEXT_SETTINGS, Cx, common_options, complete_resource
+from kaos_cli.commands.deploy import deploy, deploy_options
+from kaos_cli.commands.resources import add_resource_commands
+from kaos_cli.kinds import AGENT, AGENT_PORT
+from kaos_cli.kubectl.forward import port_forward, service_target
+from kaos_cli.kubectl.sync import Kube
+from kaos_cli.output import emit, info, warn
+from kaos_cli.tools import EXIT_ENVIRONMENT, CliError
+
+CARD_TIMEOUT = 30.0
+complete_agent = complete_resource(AGENT.resource)
+
+
+@click.group(
+    "agent",
+    context_settings=CONTEXT_SETTINGS,
+    help="Agents: list, inspect, deploy, follow and talk to them.",
+)
+def agent_group() -> None:
+    pass
+
+
+add_resource_commands(agent_group, AGENT)
+
+
+@contextlib.contextmanager
+def agent_url(kube: Kube, name: str, url: str | None) -> Iterator[str]:
+    """``--url``, or a port-forward to the Agent's Service while the block runs."""
+    if url:
+        yield url.rstrip("/")
+        return
+    obj = kube.get(AGENT.resource, name, missing=AGENT.missing())
+    endpoint = (obj.get("status") or {}).get("endpoint")
+    service, port = service_target(endpoint, name, AGENT_PORT)
+    with port_forward(kube.kubectl, kube.namespace, service, port, context=kube.context) as local:
+        yield local
+
+
+def failed(exc: AgentError) -> CliError:
+    """The agent client's failure as the CLI's one line."""
+    if isinstance(exc, AgentRefused):
+        payload = exc.payload
+        error = payload.get("error") if isinstance(payload, dict) else None
+        detail = error.get("message") if isinstance(error, dict) else payload
+        hint = " (pass --token or --principal)" if exc.status in (401, 403) else ""
+        return CliError(f"agent answered {exc.status}: {detail}{hint}")
+    if isinstance(exc, AnswerBrokeOff):
+        return CliError(f"agent failed mid-answer: {exc.message}")
+    return CliError(exc.message)
+
+
+async def answer_turn(
+    url: str, name: str, text: str, headers: dict[str, str], request_timeout: float
+) -> None:
+    """Stream one answer to stdout as its pieces arrive."""
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=request_timeout)
+    sys.stdout.write(f"{name}> ")
+    sys.stdout.flush()
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+            async for piece in stream_chat(http, url, name, text, headers):
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+    except AgentError as exc:
+        raise failed(exc) from exc
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def chat_loop(
+    url: str, name: str, session: str, headers: dict[str, str], request_timeout: float
+) -> None:
+    """Read a line, stream the answer, repeat. Input is read on the main thread, so
+    Ctrl-C interrupts at once (exit 130) and Ctrl-D or /exit ends the session."""
+    interactive = sys.stdin.isatty()
+    if interactive:
+        with contextlib.suppress(ImportError):
+            import readline  # noqa: F401  (line editing and history for input())
+    while True:
+        try:
+            line = input("you> " if interactive else "")
+        except EOFError:
+            print()
+            return
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/exit", "/quit"):
+            return
+        asyncio.run(answer_turn(url, name, text, headers, request_timeout))
+
+
+def _talk_options(fn: Any) -> Any:
+    fn = click.option(
+        "--token",
+        default=None,
+        envvar="KAOS_TOKEN",
+        help="bearer token for the agent (env KAOS_TOKEN)",
+    )(fn)
+    fn = click.option("--principal", default=None, help="end-user subject (X-Principal)")(fn)
+    fn = click.option("--url", default=None, help="agent base URL instead of a port-forward")(fn)
+    return fn
+
+
+@agent_group.command("invoke", help="Send one message and print the answer (for scripts).")
+@click.argument("name", shell_complete=complete_agent)
+@click.argument("message")
+@click.option("--session", default=None, help="session id, to continue a conversation")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="seconds to wait")
+@_talk_options
+@common_options()
+def invoke_cmd(
+    cx: Cx,
+    name: str,
+    message: str,
+    session: str | None,
+    timeout: float,
+    url: str | None,
+    principal: str | None,
+    token: str | None,
+) -> int:
+    chosen = session or f"cli-{uuid.uuid4().hex[:12]}"
+    with agent_url(cx.kube, name, url) as base:
+        try:
+            payload = asyncio.run(
+                chat(
+                    base,
+                    name,
+                    message,
+                    session=chosen,
+                    principal=principal,
+                    request_timeout=timeout,
+                    token=token,
+                )
+            )
+        except AgentError as exc:
+            raise failed(exc) from exc
+    if cx.fmt != "table":
+        emit(cx.fmt, payload)
+    else:
+        try:
+            answer = payload["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise CliError("agent answered without choices[0].message.content") from exc
+        print(answer)
+    if not session:
+        sys.stderr.write(f"session: {chosen} (continue with --session {chosen})\n")
+    return 0
+
+
+@agent_group.command(
+    "chat",
+    help="Talk to an agent interactively: answers stream as they are written, one session "
+    "id for the whole run (the agent remembers the conversation). /exit or Ctrl-D ends.",
+)
+@click.argument("name", shell_complete=complete_agent)
+@click.option("--session", default=None, help="session id (default: a new one for this run)")
+@click.option(
+    "--timeout",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="seconds to wait for the next piece of an answer",
+)
+@_talk_options
+@common_options()
+def chat_cmd(
+    cx: Cx,
+    name: str,
+    session: str | None,
+    timeout: float,
+    url: str | None,
+    principal: str | None,
+    token: str | None,
+) -> int:
+    chosen = session or f"cli-chat-{uuid.uuid4().hex[:12]}"
+    with agent_url(cx.kube, name, url) as base:
+        info(f"chatting with {name} at {base}, session {chosen} (/exit to end)")
+        chat_loop(base, name, chosen, headers_for(chosen, principal, token), timeout)
+    return 0
+
+
+async def read_card(url: str, headers: dict[str, str]) -> dict[str, Any]:
+    try:
+        async with aiohttp.ClientSession() as http:
+            return await fetch_card(http, url, headers, request_timeout=CARD_TIMEOUT)
+    except AgentError as exc:
+        raise failed(exc) from exc
+
+
+@agent_group.command(
+    "tools",
+    help="The tools an agent can call: its MCP servers' tools, its delegation peers and its "
+    "memory tools, as the running agent advertises them in its card; from the Agent's spec "
+    "when the agent cannot be reached.",
+)
+@click.argument("name", shell_complete=complete_agent)
+@_talk_options
+@common_options()
+def tools_cmd(cx: Cx, name: str, url: str | None, principal: str | None, token: str | None) -> int:
+    headers = headers_for(None, principal, token)
+    try:
+        with agent_url(cx.kube, name, url) as base:
+            rows = tools_from_card(asyncio.run(read_card(base, headers)))
+        source = "agent"
+    except CliError as exc:
+        if url:
+            raise
+        obj = cx.kube.get(AGENT.resource, name, missing=AGENT.missing())
+        warn(f"agent {name} not reachable ({exc.message}); tools from its spec")
+        rows, source = tools_from_spec(obj), "spec"
+    if cx.fmt == "table":
+        emit(
+            "table",
+            rows,
+            ["name", "source", "description"],
+            [list(r.values()) for r in rows],
+            empty=f"agent {name} has no tools",
+        )
+    else:
+        emit(cx.fmt, {"agent": name, "from": source, "tools": rows})
+    return 0
+
+
+@agent_group.command(
+    "deploy",
+    help="Create or update an Agent. --memorystore makes its memory remote; --access lets it "
+    "delegate to other agents.",
+)
+@click.argument("name", required=False)
+@click.option("--modelapi", default=None, help="ModelAPI serving its model (required)")
+@click.option("--model", default=None, help="model name, e.g. openai/gpt-4o-mini")
+@click.option("--mcp", "mcp_servers", multiple=True, help="MCPServer it may use (repeatable)")
+@click.option("--access", multiple=True, help="agent it may delegate to (repeatable)")
+@click.option("--instructions", default=None, help="system instructions")
+@click.option("--description", default=None, help="what it does (its A2A card)")
+@click.option("--memorystore", default=None, help="remember through this MemoryStore")
+@click.option("--memory-tools", is_flag=True, help="offer search_memory/save_memory as tools")
+@click.option(
+    "--expose/--no-expose", default=True, show_default=True, help="other agents may delegate to it"
+)
+@deploy_options
+@common_options()
+def agent_deploy(
+    cx: Cx,
+    name: str | None,
+    modelapi: str | None,
+    model: str | None,
+    mcp_servers: tuple[str, ...],
+    access: tuple[str, ...],
+    instructions: str | None,
+    description: str | None,
+    memorystore: str | None,
+    memory_tools: bool,
+    expose: bool,
+    file_: str | None,
+    wait: bool,
+    timeout: float,
+    dry_run: bool,
+) -> int:
+    def build() -> dict[str, Any]:
+        if not modelapi:
+            raise CliError("kaos agent deploy needs --modelapi NAME", EXIT_ENVIRONMENT)
+        if memory_tools and not memorystore:
+            raise CliError("--memory-tools needs --memorystore", EXIT_ENVIRONMENT)
+        config: dict[str, Any] = {}
+        if instructions:
+            config["instructions"] = instructions
+        if description:
+            config["description"] = description
+        if memorystore:
+            config["memory"] = {
+                "type": "remote",
+                "memoryStore": memorystore,
+                **({"tools": "all"} if memory_tools else {}),
+            }
+        body: dict[str, Any] = {"modelAPI": modelapi}
+        if model:
+            body["model"] = model
+        if mcp_servers:
+            body["mcpServers"] = list(mcp_servers)
+        body["agentNetwork"] = {"expose": expose, **({"access": list(access)} if access else {})}
+        if config:
+            body["config"] = config
+        return body
+
+    return deploy(AGENT, cx, name, file_, build, wait=wait, timeout=timeout, dry_run=dry_run)

@@ -1,0 +1,30 @@
+"""The agent runtime's settings (``kaos_agent.settings.service``) and their groups, a module
+each; the MCP runtime's are ``kaos_agent.mcp_runtime.settings``."""
+
+from __future__ import annotations
+
+from kaos_agent.settings.autonomous import AutonomousMode, AutonomousSettings
+from kaos_agent.settings.identity import AgentIdentity, AgentServer
+from kaos_agent.settings.memory import AgentMemorySettings, MemoryTools, MemoryType
+from kaos_agent.settings.model import ModelSettings, ModelTools, Sampling
+from kaos_agent.settings.run import DelegationSettings, McpServers, RunBudget, ToolSettings
+from kaos_agent.settings.service import GROUPS, AgentSettings
+
+__all__ = [
+    "GROUPS",
+    "AgentIdentity",
+    "AgentMemorySettings",
+    "AgentServer",
+    "AgentSettings",
+    "AutonomousMode",
+    "AutonomousSettings",
+    "DelegationSettings",
+    "McpServers",
+    "MemoryTools",
+    "MemoryType",
+    "ModelSettings",
+    "ModelTools",
+    "RunBudget",
+    "Sampling",
+    "ToolSettings",
+]

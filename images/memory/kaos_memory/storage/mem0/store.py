@@ -1,0 +1,333 @@
+"""The long-term tier: Mem0 2.2.1 embedded as a library, over one vector backend.
+
+Mem0 is synchronous, so every call runs in a bounded thread pool owned by this store; the
+event loop never waits on it. Recall does not go through Mem0 (see ``search``): its query
+embedding is an HTTP call on the event loop (``embedder``), its vector search the
+backend's own (an async pool on pgvector, threads of its own on Chroma), so extractions
+waiting on a slow model never hold a recall up.
+
+What this store adds to Mem0, on either backend (``backend.VectorBackend``):
+
+- The service's scope and attribution in Mem0's terms (``terms``), and a re-check of every
+  returned row against the scope in Python.
+- Listing with a cursor (Mem0's ``get_all`` has neither order nor offset): the backend
+  pages in ``(created_at, id)`` order from an index; the cursor (``cursor``) is the last
+  ``(created_at, id)`` served.
+- Erasure as filtered listing plus per-id deletion (it works for every level on both
+  backends, including facts without a ``user_id``), then a purge of Mem0's history
+  database (``history``) of the deleted ids and of the scope's and every erased session's
+  messages. The caller runs the erasure after the extractions in flight on those sessions
+  ended, so no extraction saves erased turns after the purge.
+- Recall ranking: the backend's nearest facts re-ranked with a lexical signal
+  (``ranking``), above the recall threshold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from kaos_core.memory.contract import Fact
+from kaos_core.telemetry.genai_metrics import GenAiMetrics
+
+from kaos_memory.scope import Attribution, Scope
+from kaos_memory.settings import ModelSettings, StorageSettings, TierSettings
+from kaos_memory.storage.base import FoldTag, TurnRow
+from kaos_memory.storage.embedder import QueryEmbedder
+from kaos_memory.storage.errors import StorageError
+from kaos_memory.storage.mem0.backend import VectorBackend, vector_backend
+from kaos_memory.storage.mem0.config import mem0_config
+from kaos_memory.storage.mem0.cursor import decode_cursor, encode_cursor
+from kaos_memory.storage.mem0.errors import wrap_longterm_error
+from kaos_memory.storage.mem0.history import purge_mem0_history
+from kaos_memory.storage.mem0.llm import CheckedLlm
+from kaos_memory.storage.mem0.terms import (
+    ATTEMPT_KEY,
+    FOLD_KEY,
+    Hit,
+    Row,
+    fold_filter,
+    in_scope,
+    mem0_filter,
+    mem0_ids,
+    mem0_metadata,
+    mem0_principal,
+    stored_ids,
+    to_entity_id,
+    to_fact,
+)
+from kaos_memory.storage.ranking import fuse, pool_size
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# A fold's facts are read in one listing of at most this many rows (``erase_fold``).
+LIST_SCAN_LIMIT = 1_000_000
+ERASE_BATCH = 1000
+_EXTRACTED_ROLES = ("user", "assistant")
+
+
+class Mem0LongTermStore:
+    """``LongTermStore`` over an embedded Mem0 ``Memory``."""
+
+    def __init__(
+        self,
+        storage: StorageSettings,
+        models: ModelSettings,
+        tiers: TierSettings,
+    ) -> None:
+        self._storage = storage
+        self._models = models
+        self._threshold = tiers.recall_threshold
+        self.backend: VectorBackend = vector_backend(storage, models)
+        # Recall embeds on the event loop and searches on the backend's own lanes, apart
+        # from extraction's threads (``_pool``): a slow model holding every Mem0 thread in
+        # an extraction must not queue a recall behind it.
+        self._embedder = QueryEmbedder(models)
+        self._pool: ThreadPoolExecutor | None = None
+        self._memory: Any = None
+        self._ping: asyncio.Future[None] | None = None
+        # The probe's own thread: readiness and a strict write's check must not queue
+        # behind extractions holding every Mem0 thread at a slow model.
+        self._probe: ThreadPoolExecutor | None = None
+        # Erasure and extraction must not interleave on Mem0's history purge.
+        self._history_lock = threading.Lock()
+        self._genai: GenAiMetrics | None = None
+
+    def measure_with(self, metrics: GenAiMetrics) -> None:
+        """Record each extraction call's duration and token usage in ``metrics``; before
+        ``start``."""
+        self._genai = metrics
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def _run(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        lane: ThreadPoolExecutor | None = None,
+    ) -> T:
+        """``fn`` on Mem0's threads (or on ``lane``), its errors wrapped at this edge."""
+        pool = lane or self._pool
+        if pool is None:
+            raise RuntimeError("long-term store is not started")
+        loop = asyncio.get_running_loop()
+        # In the caller's context: the model calls' spans are children of its span, and
+        # an extraction's verdicts reach it (``llm.observe_answers``).
+        call = functools.partial(contextvars.copy_context().run, fn, *args)
+        try:
+            return await loop.run_in_executor(pool, call)
+        except Exception as exc:
+            # The one edge where Mem0's, the vector store's and the model client's errors
+            # become the storage family; anything else is a bug and stays as it is.
+            wrapped = wrap_longterm_error(exc)
+            if wrapped is None:
+                raise
+            raise wrapped from exc
+
+    async def start(self) -> None:
+        self._pool = ThreadPoolExecutor(
+            max_workers=self._storage.mem0_threads, thread_name_prefix="kaos-mem0"
+        )
+        self._probe = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kaos-probe")
+        self._memory = await self._run(self._build)
+        await self._embedder.start()
+        await self.backend.start()
+
+    def _build(self) -> Any:
+        """Mem0's ``Memory`` over the backend (blocking)."""
+        mem0_dir = self._storage.mem0_dir
+        os.environ["MEM0_TELEMETRY"] = "False"
+        os.environ["MEM0_DIR"] = str(mem0_dir)
+        mem0_dir.mkdir(parents=True, exist_ok=True)
+        # Not at the top: Mem0 reads both variables when first imported.
+        from mem0 import Memory
+
+        memory = Memory.from_config(mem0_config(self.backend, self._models))
+        self.backend.build(memory)
+        # Bounded model calls: Mem0 builds its OpenAI clients with the library defaults
+        # (10 min timeout, 2 retries); the service's executor owns retries instead.
+        memory.llm.client = memory.llm.client.with_options(
+            timeout=self._models.timeout, max_retries=0
+        )
+        memory.embedding_model.client = memory.embedding_model.client.with_options(
+            timeout=self._models.embed_timeout, max_retries=0
+        )
+        # Mem0 turns an extraction answer it cannot parse into "no facts"; KAOS judges
+        # each answer first (``llm``).
+        memory.llm = CheckedLlm(
+            memory.llm,
+            model=self._models.summarization_model,
+            retries=self._models.answer_retries,
+            metrics=self._genai,
+        )
+        return memory
+
+    async def close(self) -> None:
+        await self._embedder.close()
+        await self.backend.close()
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            probe.shutdown(wait=False, cancel_futures=True)
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        memory, self._memory = self._memory, None
+        if memory is not None:
+            await asyncio.get_running_loop().run_in_executor(pool, _close_memory, memory)
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def memory(self) -> Any:
+        if self._memory is None:
+            raise RuntimeError("long-term store is not started")
+        return self._memory
+
+    async def ping(self) -> None:
+        # One probe at a time: a hung vector store must not pile probes into the pool.
+        if self._ping is None or self._ping.done():
+            self._ping = asyncio.ensure_future(self._run(self.backend.ping, lane=self._probe))
+        await asyncio.shield(self._ping)
+
+    # --- writes ---------------------------------------------------------------------------
+
+    async def add(
+        self, turns: list[TurnRow], attribution: Attribution, infer: bool, tag: FoldTag
+    ) -> list[str]:
+        messages = [
+            {"role": t.role, "content": t.content} for t in turns if t.role in _EXTRACTED_ROLES
+        ]
+        if not messages:
+            return []
+        metadata = {
+            **mem0_metadata(attribution),
+            FOLD_KEY: str(tag.fold_id),
+            ATTEMPT_KEY: str(tag.attempt),
+        }
+
+        def add() -> list[str]:
+            result = self.memory.add(
+                messages, **mem0_ids(attribution), metadata=metadata, infer=infer
+            )
+            return stored_ids(result)
+
+        return await self._run(self.backend.write, mem0_principal(attribution), add)
+
+    async def erase_fold(self, group: str, session: str, fold_id: int) -> int:
+        rows = await self._run(
+            self.backend.select, fold_filter(group, session, fold_id), LIST_SCAN_LIMIT
+        )
+        facts = [(i, p) for i, p in rows if p is not None and p.get(FOLD_KEY) == str(fold_id)]
+        if not facts:
+            return 0
+        return await self._run(self._delete, facts)
+
+    async def erase_ids(self, ids: list[str]) -> int:
+        return await self._run(self._delete, [(fact_id, None) for fact_id in ids])
+
+    async def erase(self, scope: Scope, sessions: tuple[str, ...] = ()) -> int:
+        filters = mem0_filter(scope)
+        deleted: list[str] = []
+        seen: set[tuple[str, ...]] = set()
+        while True:
+            rows = await self._run(self.backend.select, filters, ERASE_BATCH)
+            facts = [(i, p) for i, p in rows if p and in_scope(scope, p)]
+            batch = [fact_id for fact_id, _ in facts]
+            if not batch:
+                break
+            marker = tuple(sorted(batch))
+            if marker in seen:
+                raise StorageError("long-term erasure made no progress")
+            seen.add(marker)
+            await self._run(self.backend.delete, facts)
+            deleted += batch
+        await self._run(self._purge_history, deleted, scope, sessions)
+        return len(deleted)
+
+    def _delete(self, facts: Sequence[Row]) -> int:
+        """Delete facts, then their text from Mem0's history (blocking)."""
+        count = self.backend.delete(facts)
+        self._purge_history([fact_id for fact_id, _ in facts], None)
+        return count
+
+    def _purge_history(
+        self, ids: list[str], scope: Scope | None, sessions: tuple[str, ...] = ()
+    ) -> None:
+        """Remove erased text from Mem0's history DB (Mem0 keeps it after deletion)."""
+        db = self.memory.db
+        wanted = None if scope is None else mem0_filter(scope)
+        runs = [to_entity_id(s) for s in sessions]
+        with self._history_lock, db._lock:
+            purge_mem0_history(db.connection, ids, wanted, runs)
+
+    async def reclaim(self) -> None:
+        await self._run(self.backend.reclaim)
+
+    # --- reads ----------------------------------------------------------------------------
+
+    async def search(self, scope: Scope, query: str, top_k: int) -> list[Fact]:
+        if not query.strip():
+            return []
+        # Mem0's own ``Memory.search`` adds nothing for KAOS's stores (no keyword search on
+        # Chroma, no entity store) but cost: the query's embedding (``embedder``) and the
+        # backend's tenant-filtered vector search give the pool, and ``ranking`` re-ranks
+        # it with a lexical signal.
+        vector = await self._embedder.embed(query)
+        try:
+            hits = await self.backend.search(query, vector, mem0_filter(scope), pool_size(top_k))
+        except Exception as exc:
+            wrapped = wrap_longterm_error(exc)
+            if wrapped is None:
+                raise
+            raise wrapped from exc
+        return self._ranked(scope, query, hits, top_k)
+
+    def _ranked(self, scope: Scope, query: str, hits: list[Hit], top_k: int) -> list[Fact]:
+        pool = [
+            (fact_id, score, payload)
+            for fact_id, score, payload in hits
+            if payload is not None
+            and payload.get("data")
+            and score >= self._threshold
+            and in_scope(scope, payload)
+        ]
+        ranked = fuse(query, [str(p["data"]) for _, _, p in pool], [s for _, s, _ in pool])
+        return [to_fact(pool[i][0], pool[i][2], fused) for i, fused in ranked[:top_k]]
+
+    async def list_facts(
+        self, scope: Scope, limit: int, cursor: str | None
+    ) -> tuple[list[Fact], str | None]:
+        """One page in the backend's listing order; one row more than the page says
+        whether another follows."""
+        after = None if cursor is None else decode_cursor(cursor)
+        rows = await self._run(self.backend.page, mem0_filter(scope), limit + 1, after)
+        page = [(i, p) for i, p in rows if p and in_scope(scope, p)][:limit]
+        next_cursor = None
+        if len(rows) > limit and page:
+            last_id, last = page[-1]
+            next_cursor = encode_cursor(str(last.get("created_at") or ""), last_id)
+        return [to_fact(fact_id, payload) for fact_id, payload in page], next_cursor
+
+    def held_principals(self) -> tuple[int, int]:
+        return self.backend.stats()
+
+    def check_cursor(self, cursor: str) -> None:
+        decode_cursor(cursor)
+
+
+def _close_memory(memory: Any) -> None:
+    try:
+        memory.close()
+    except Exception:
+        log.warning("closing mem0 failed", exc_info=True)
+
+
+__all__ = ["Mem0LongTermStore"]

@@ -1,0 +1,15 @@
+"""The errors raised while providing a test cluster."""
+
+from __future__ import annotations
+
+
+class ClusterError(Exception):
+    """Root of the errors raised while providing a test cluster."""
+
+
+class BinariesMissing(ClusterError):
+    """The control-plane binaries are not built yet."""
+
+
+class StartupFailed(ClusterError):
+    """A component did not become ready; the message carries the tail of its log."""

@@ -1,0 +1,49 @@
+"""Storage imports at the top of its modules; the few imports deferred into a function are
+the ones that must be, each for a reason named here.
+
+import-linter sees every import wherever it is written; this checks *where*, since a
+deferred import hides a dependency from a reader of the module's head.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import kaos_memory.storage
+
+STORAGE = Path(kaos_memory.storage.__file__).parent
+
+DEFERRED = {
+    # The backend of the configured mode only: each brings its own driver (Chroma, or
+    # psycopg with pgvector), and a store of one mode never loads the other's.
+    ("mem0/backend.py", "vector_backend", "kaos_memory.storage.mem0.chroma.backend"),
+    ("mem0/backend.py", "vector_backend", "kaos_memory.storage.mem0.pgvector.backend"),
+    # Mem0 reads MEM0_DIR and MEM0_TELEMETRY when first imported: only a started store,
+    # after the service has set them, may import it.
+    ("mem0/store.py", "_build", "mem0"),
+    ("mem0/history.py", "null_history", "mem0.memory.storage"),
+    ("mem0/llm.py", "judge", "mem0.memory.utils"),
+}
+
+
+def deferred_imports() -> set[tuple[str, str, str]]:
+    found: set[tuple[str, str, str]] = set()
+    for path in sorted(STORAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    module = node.module
+                elif isinstance(node, ast.Import):
+                    module = node.names[0].name
+                else:
+                    continue
+                found.add((path.relative_to(STORAGE).as_posix(), func.name, module))
+    return found
+
+
+def test_only_the_named_imports_are_deferred() -> None:
+    assert deferred_imports() == DEFERRED
