@@ -104,8 +104,8 @@ docs: $(STAMP) ## the documentation site from docs/ into build/site, strict: a b
 	hack/docs
 
 .PHONY: unit
-unit: $(STAMP) ## the fast tests only (no PostgreSQL, no Kubernetes)
-	$(BIN)/python -m pytest -p no:cacheprovider -m "not postgres and not cluster and not kind" tests/unit $(PYTEST_ARGS)
+unit: $(STAMP) ## the fast tests only: in-process, no subprocess, PostgreSQL or Kubernetes
+	$(BIN)/python -m pytest -p no:cacheprovider tests/unit $(PYTEST_ARGS)
 
 # RUN_ARGS=--real-model runs it on SmolLM2-135M served by Ollama, built and cached first
 # by hack/ollama-build (instant once built).

@@ -42,12 +42,12 @@ sys.path.insert(0, str(REPO))
 from benchlib import devmodel, percentile, require_postgres  # noqa: E402
 
 from tests.fixtures.memory import MemoryServer, start_memory  # noqa: E402
+from tests.integration.memory.replica_load import LoadResult, drive, settle, write_pair  # noqa: E402
 from tests.support.postgres import (  # noqa: E402
     create_database,
     drop_database,
     unique_name,
 )
-from tests.unit.memory.replica_load import LoadResult, drive, settle, write_pair  # noqa: E402
 
 TRIGGER = 400
 

@@ -3,7 +3,7 @@
 Nodes are simulated by kwok: pods are scheduled and become Ready but run nothing, so a
 container's log is the file kwok serves for every pod (``POD_LOG_NAME`` in the cluster's
 workdir), and nothing listens behind a Service; talking to an agent (chat, a2a) is proven
-against a real ``kaos-agent`` on loopback in ``tests/unit/cli/test_agent_talk.py``.
+against a real ``kaos-agent`` on loopback in ``tests/integration/cli/test_agent_talk.py``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from kaos_core.crds import API_VERSION
 from tests.fixtures.helm import Helm
 from tests.support.cluster import POD_LOG_NAME, Cluster
 from tests.support.procs import ServiceProcess, console_script, free_port
-from tests.unit.cli.shells import zsh_complete
+from tests.support.shells import zsh_complete
 
 pytestmark = pytest.mark.cluster
 

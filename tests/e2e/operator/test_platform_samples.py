@@ -21,7 +21,7 @@ PLATFORM = SAMPLES_DIR / "platform"
 
 
 def operator_env() -> dict[str, str]:
-    """What the chart's ConfigMap holds for these values (tests/unit/chart checks that)."""
+    """What the chart's ConfigMap holds for these values (tests/integration/chart checks that)."""
     values = yaml.safe_load((PLATFORM / "values-platform.yaml").read_text())
     gateway = values["gatewayAPI"]["gateway"]
     return {

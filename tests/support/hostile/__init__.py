@@ -1,6 +1,6 @@
 """Hostile HTTP requests at the byte level, and a raw client that sends them.
 
-Schemathesis (``tests/unit/*/test_schemathesis.py``) sends requests an HTTP client can
+Schemathesis (``tests/integration/*/test_schemathesis.py``) sends requests an HTTP client can
 express; what it never sends is what a probe of the edges found: JSON nested a thousand deep,
 4,301-digit integers, a ``Content-Encoding: gzip`` claim on a plain body, identity
 headers carrying control characters, non-UTF-8 bytes or given twice, NUL characters,

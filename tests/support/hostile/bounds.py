@@ -1,7 +1,8 @@
 """How far a fuzzing run goes: examples, randomness and the time a service gets.
 
 Bounded by default (CI runs the same derandomized examples every time); a deeper local
-hunt: ``KAOS_FUZZ_MAX_EXAMPLES=500 KAOS_FUZZ_RANDOM=1 pytest tests/unit/*/test_fuzz_edge.py``.
+hunt: ``KAOS_FUZZ_MAX_EXAMPLES=500 KAOS_FUZZ_RANDOM=1 pytest
+tests/integration/*/test_fuzz_edge.py``.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from kaos_operator.desired import AgentContext, agent_env
 from kaos_operator.reconcilers import Outcome, build_reconcilers
 from pydantic import ValidationError
 
-from tests.unit.operator.builders import IMAGES, OPEN, agent
-from tests.unit.operator.fake_context import FakeContext, raw, ready_model_api
+from tests.support.operator_context import FakeContext, raw, ready_model_api
+from tests.support.operator_objects import IMAGES, OPEN, agent
 
 MODEL = "openai/gpt-4o-mini"
 WITH_PEER = {"modelAPI": "llm", "agentNetwork": {"access": ["helper"]}}

@@ -8,7 +8,7 @@ from kaos_core.crds import reasons
 from kaos_operator.desired import AgentContext, Endpoint, agent_env, desired_agent_objects
 from kaos_operator.desired.agent import agent_refusal, effective_read_scope
 
-from tests.unit.operator.builders import (
+from tests.support.operator_objects import (
     IMAGES,
     OPEN,
     SECURED,

@@ -16,8 +16,8 @@ from kaos_operator.desired import (
 from kaos_operator.reconcilers import build_reconcilers
 from kaos_operator.settings import GatewayRef
 
-from tests.unit.operator.builders import IMAGES, OPEN, agent, by_kind, mcp_server, model_api
-from tests.unit.operator.fake_context import FakeContext, raw
+from tests.support.operator_context import FakeContext, raw
+from tests.support.operator_objects import IMAGES, OPEN, agent, by_kind, mcp_server, model_api
 
 GATEWAY = GatewayRef(name="edge", namespace="gateways", section_name="https")
 TOOLS = "def up(x: str) -> str:\n    return x.upper()\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kaos_memory.settings import MemorySettings
 from kaos_operator.desired import MemoryStoreContext, desired_memorystore_objects, memory_store_env
 
-from tests.unit.operator.builders import IMAGES, OPEN, USER_IDENTITY, by_kind, env_of, store
+from tests.support.operator_objects import IMAGES, OPEN, USER_IDENTITY, by_kind, env_of, store
 
 
 def ctx(**kw: object) -> MemoryStoreContext:

@@ -15,7 +15,7 @@ from kaos_operator.desired.overrides import SpecRefused
 from kaos_operator.settings import OperatorSettings
 from pydantic import ValidationError
 
-from tests.unit.operator.builders import IMAGES, by_kind, env_of, hosted_api, model_api
+from tests.support.operator_objects import IMAGES, by_kind, env_of, hosted_api, model_api
 
 SOURCE = "models.registry.svc:5000/library/smollm2:135m"
 

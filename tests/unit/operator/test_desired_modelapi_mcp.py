@@ -15,7 +15,7 @@ from kaos_operator.desired import (
 )
 from kaos_operator.desired.modelapi import CONFIG_HASH_ANNOTATION, model_api_endpoint
 
-from tests.unit.operator.builders import (
+from tests.support.operator_objects import (
     IMAGES,
     SECURED,
     agent,

@@ -14,8 +14,8 @@ from kaos_operator.desired.modelapi import CONFIG_HASH_ANNOTATION
 from kaos_operator.desired.overrides import OverrideRefused, SpecRefused
 from kaos_operator.reconcilers import build_reconcilers
 
-from tests.unit.operator.builders import IMAGES, by_kind, env_of, model_api
-from tests.unit.operator.fake_context import FakeContext, raw
+from tests.support.operator_context import FakeContext, raw
+from tests.support.operator_objects import IMAGES, by_kind, env_of, model_api
 
 CONFIG = """\
 model_list:

@@ -19,7 +19,8 @@ from kaos_operator.desired import (
 from kaos_operator.desired.overrides import OverrideRefused
 from kaos_operator.reconcilers import Outcome, build_reconcilers
 
-from tests.unit.operator.builders import (
+from tests.support.operator_context import FakeContext, raw, ready_model_api
+from tests.support.operator_objects import (
     IMAGES,
     OPEN,
     SECURED,
@@ -30,7 +31,6 @@ from tests.unit.operator.builders import (
     model_api,
     store,
 )
-from tests.unit.operator.fake_context import FakeContext, raw, ready_model_api
 
 CONTAINER: dict[str, Any] = {
     "env": [

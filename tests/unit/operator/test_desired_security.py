@@ -23,7 +23,7 @@ from kaos_operator.desired import (
 from kaos_operator.desired import security as sec
 from kaos_operator.settings import Posture
 
-from tests.unit.operator.builders import (
+from tests.support.operator_objects import (
     IMAGES,
     OPEN,
     SECURED,

@@ -13,7 +13,7 @@ from typing import Any
 from kaos_core.crds import reasons
 from kaos_operator.reconcilers import Outcome, build_reconcilers
 
-from tests.unit.operator.fake_context import FakeContext, raw, ready_model_api
+from tests.support.operator_context import FakeContext, raw, ready_model_api
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 ROLES = {

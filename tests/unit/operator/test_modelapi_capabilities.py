@@ -16,8 +16,8 @@ from kaos_operator.capabilities import CapabilityError, read_capabilities
 from kaos_operator.reconcilers import build_reconcilers
 
 from tests.support.loopback import served
+from tests.support.operator_context import FakeContext, raw
 from tests.support.procs import free_port
-from tests.unit.operator.fake_context import FakeContext, raw
 
 # As Ollama 0.17 answers /api/show (trimmed to what is read).
 OLLAMA_MODELS = {

@@ -10,7 +10,7 @@ from collections.abc import Callable, Hashable
 
 from kaos_operator.queue import Workers, WorkQueue
 
-from tests.unit.operator.fake_context import ManualTimer
+from tests.support.operator_context import ManualTimer
 
 
 async def test_adds_of_a_queued_key_collapse() -> None:

@@ -19,7 +19,7 @@ from kaos_operator.kube import PermanentError, TemporaryError
 from kaos_operator.queue import Workers, WorkQueue
 from kaos_operator.reconcilers import Outcome, Reconciler, build_reconcilers
 
-from tests.unit.operator.fake_context import (
+from tests.support.operator_context import (
     FakeContext,
     ManualTimer,
     proxy_api_spec,

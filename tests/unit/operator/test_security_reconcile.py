@@ -15,8 +15,8 @@ from kaos_operator.reconcilers import build_reconcilers
 from kaos_operator.settings import OperatorSettings, ReconcileSettings
 from prometheus_client import CollectorRegistry
 
-from tests.unit.operator.builders import IMAGES, SECURED
-from tests.unit.operator.fake_context import FakeContext, raw, ready_model_api, store_spec
+from tests.support.operator_context import FakeContext, raw, ready_model_api, store_spec
+from tests.support.operator_objects import IMAGES, SECURED
 
 REMOTE = {"type": "remote", "memoryStore": "mem"}
 

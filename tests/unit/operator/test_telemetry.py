@@ -22,7 +22,7 @@ from kaos_operator.desired import (
 from kaos_operator.settings import OperatorSettings
 from pydantic import ValidationError
 
-from tests.unit.operator.builders import (
+from tests.support.operator_objects import (
     IMAGES,
     OPEN,
     agent,

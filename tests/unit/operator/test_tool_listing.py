@@ -1,6 +1,6 @@
 """kaos_operator.tools: MCP's streamable HTTP as the operator speaks it, against servers
 that answer in JSON with a session and pages (an aiohttp app on loopback) and in
-server-sent events (a real kaos-mcp: tests/unit/operator/test_mcp_runtimes.py)."""
+server-sent events (a real kaos-mcp: tests/integration/operator/test_mcp_runtimes.py)."""
 
 from __future__ import annotations
 
