@@ -60,9 +60,9 @@ def _memory(root: Path) -> Any:
         embedding_dims=DIMS,
     )
     os.environ["MEM0_TELEMETRY"] = "False"
-    os.environ["MEM0_DIR"] = str(settings.mem0_dir)
-    settings.mem0_dir.mkdir(parents=True, exist_ok=True)
-    settings.chroma_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["MEM0_DIR"] = str(settings.backend.mem0_dir)
+    settings.backend.mem0_dir.mkdir(parents=True, exist_ok=True)
+    settings.backend.chroma_dir.mkdir(parents=True, exist_ok=True)
     from mem0 import Memory
 
     return Memory.from_config(settings_mem0_config(settings))

@@ -464,9 +464,9 @@ def run_kaos(
     settings = where.settings("kaos", chat_url, embed_url)
     env = {
         "KAOS_MEMORY_STORAGE": where.mode,
-        "KAOS_MEMORY_DATA_DIR": str(settings.data_dir),
+        "KAOS_MEMORY_DATA_DIR": str(settings.backend.data_dir),
         "KAOS_MEMORY_DSN": where.dsn or "",
-        "KAOS_MEMORY_COLLECTION": settings.collection,
+        "KAOS_MEMORY_COLLECTION": settings.backend.collection,
         "KAOS_MEMORY_MODEL_BASE_URL": chat_url,
         "KAOS_MEMORY_EMBEDDING_BASE_URL": embed_url,
         "KAOS_MEMORY_EMBEDDING_DIMS": str(DIMS),
@@ -489,8 +489,8 @@ def run_kaos(
 def run_mem0(where: Store, convs: list[Conversation], chat_url: str, embed_url: str) -> Run:
     settings = where.settings("mem0direct", chat_url, embed_url)
     os.environ["MEM0_TELEMETRY"] = "False"
-    os.environ["MEM0_DIR"] = str(settings.mem0_dir)
-    settings.mem0_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["MEM0_DIR"] = str(settings.backend.mem0_dir)
+    settings.backend.mem0_dir.mkdir(parents=True, exist_ok=True)
     from mem0 import Memory
 
     memory = Memory.from_config(settings_mem0_config(settings))

@@ -138,8 +138,8 @@ def settings_for(
 
 def open_memory(settings: MemorySettings) -> Any:
     os.environ["MEM0_TELEMETRY"] = "False"
-    os.environ["MEM0_DIR"] = str(settings.mem0_dir)
-    settings.mem0_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["MEM0_DIR"] = str(settings.backend.mem0_dir)
+    settings.backend.mem0_dir.mkdir(parents=True, exist_ok=True)
     from mem0 import Memory
 
     return Memory.from_config(settings_mem0_config(settings))
@@ -155,7 +155,7 @@ def close_memory(memory: Any) -> None:
 def partitioned(memory: Any, settings: MemorySettings) -> Any:
     """``memory``'s pgvector table created as the service creates a new store's."""
     assert pgfacts.create_partitioned(
-        memory.vector_store, settings.embedding_dims, settings.pg_partitions
+        memory.vector_store, settings.models.embedding_dims, settings.backend.pg_partitions
     )
     return memory
 
@@ -385,7 +385,7 @@ def run_mode(
         print(f"[{mode} {size}] preload took {load_s:.1f}s; starting service", file=sys.stderr)
         env = {
             "KAOS_MEMORY_STORAGE": mode,
-            "KAOS_MEMORY_DATA_DIR": str(settings.data_dir),
+            "KAOS_MEMORY_DATA_DIR": str(settings.backend.data_dir),
             "KAOS_MEMORY_DSN": dsn or "",
             "KAOS_MEMORY_COLLECTION": GROUP,
             "KAOS_MEMORY_MODEL_BASE_URL": base_url,

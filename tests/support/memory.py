@@ -200,6 +200,9 @@ def consolidation_stores(
         **settings,
     )
     db = MemoryDb(
-        backend=request.param, data_dir=memory_settings.data_dir, dsn=dsn, collection=collection
+        backend=request.param,
+        data_dir=memory_settings.backend.data_dir,
+        dsn=dsn,
+        collection=collection,
     )
     return memory_settings, db

@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Mapping
 from functools import cache
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self, TypeVar, cast
+from typing import Any, ClassVar, NoReturn, Self, TypeVar, cast
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
@@ -114,7 +114,7 @@ class ServiceSettings(BaseModel):
     A service is built from its groups, or by keyword from its variables' names: the
     variable without the service's prefix, in lower case (``MemorySettings(token_budget=
     100)`` is ``KAOS_MEMORY_TOKEN_BUDGET=100``), as scripts and tests do. Groups not given
-    take their defaults.
+    take their defaults. A setting is read through its group (``settings.tiers.token_budget``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -192,17 +192,6 @@ class ServiceSettings(BaseModel):
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> Self:
         return load_settings(cls, environ, **overrides)
-
-    if not TYPE_CHECKING:
-
-        def __getattr__(self, name: str) -> Any:
-            # Scripts and tests written against one flat object read a setting by its
-            # keyword name, or a group's property by its name when one group has it. Typed
-            # code reads the groups: the type checker does not see these names.
-            path = None if name.startswith("_") else _flat_attributes(type(self)).get(name)
-            if path is None:
-                return super().__getattr__(name)
-            return getattr(getattr(self, path[0]), path[1])
 
 
 S = TypeVar("S", bound=SettingsGroup | ServiceSettings)
@@ -337,21 +326,4 @@ def _variables(cls: type[ServiceSettings]) -> dict[str, tuple[str, str]]:
             if key in out:
                 raise TypeError(f"{cls.__name__}: {variable} is read twice")
             out[key] = (name, suffix)
-    return out
-
-
-@cache
-def _flat_attributes(cls: type[ServiceSettings]) -> dict[str, tuple[str, str]]:
-    """Keyword name or group property -> (group, attribute)."""
-    out: dict[str, tuple[str, str]] = {}
-    seen: dict[str, int] = {}
-    for name, group_cls in _groups(cls).items():
-        for attribute, value in vars(group_cls).items():
-            if isinstance(value, property):
-                seen[attribute] = seen.get(attribute, 0) + 1
-                out[attribute] = (name, attribute)
-    out = {key: path for key, path in out.items() if seen[key] == 1}
-    for key, (name, suffix) in _variables(cls).items():
-        group_cls = _groups(cls)[name]
-        out[key] = (name, next(f for f in group_cls.model_fields if group_cls.suffix(f) == suffix))
     return out

@@ -15,6 +15,13 @@ or empty fails the delegation before any request (the peer would refuse it anywa
 Each delegation is a client span ``invoke_agent <peer>`` (GenAI conventions: the remote
 agent's invocation) whose W3C trace context goes out in the headers of either transport,
 so the peer's server span, and its whole run, sit under it in one trace.
+
+The call goes through the agent's traced aiohttp session rather than a2a-sdk's client (which
+the CLI uses): that client runs on httpx, outside ``kaos_core.tracing.client_session``, and
+opens spans of its own that record exception text; and it raises on an HTTP error status
+before reading the body, so a peer's refusal (401, 403 or 503 with a JSON-RPC error object)
+would lose its code and message, and telling a peer without A2A apart would mean reading
+its answer again by hand.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from kaos_core.auth.names import AGENT_PEER_TOKEN_FILE
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.endpoints import Endpoint
 from kaos_core.http.failures import describe_failure
+from kaos_core.http.jsonrpc import METHOD_NOT_FOUND
 from kaos_core.telemetry import conventions as otel
 from kaos_core.telemetry import tracer
 from kaos_core.wire import (
@@ -196,7 +204,7 @@ class PeerClient:
             raise NoA2A("answer is not JSON-RPC")
         if "error" in doc:
             err = doc["error"] or {}
-            if err.get("code") == -32601:
+            if err.get("code") == METHOD_NOT_FOUND:
                 raise NoA2A("SendMessage not found")
             raise PeerUnavailable(f"A2A error {err.get('code')}: {err.get('message')}")
         result = doc.get("result")

@@ -104,12 +104,12 @@ def test_a_renamed_variable_is_read_under_its_earlier_name_unless_the_new_one_is
         load_memory_settings({"KAOS_MEMORY_PG_VECTOR_CACHE_MB": "lots"})
 
 
-def test_the_flat_names_of_scripts_and_tests_still_read() -> None:
-    # Keyword names (the variable without KAOS_MEMORY_) build and read the settings, as
-    # the benchmarks and test helpers do; a group property is read by its name too.
+def test_keyword_names_build_the_groups_and_settings_are_read_through_them() -> None:
+    # Keyword names (the variable without KAOS_MEMORY_) build the settings, as the
+    # benchmarks and test helpers do; reading is typed, through the groups only.
     s = MemorySettings(token_budget=100, storage="local", executor_workers=3)
     assert (s.tiers.token_budget, s.backend.mode, s.executor.workers) == (100, "local", 3)
-    assert (s.token_budget, s.storage, s.executor_workers) == (100, "local", 3)
-    assert s.mem0_dir == s.backend.mem0_dir
-    with pytest.raises(AttributeError):
-        _ = s.no_such_setting
+    assert s.backend.mem0_dir == s.backend.data_dir / "mem0"
+    for flat in ("token_budget", "storage", "executor_workers", "mem0_dir", "no_such_setting"):
+        with pytest.raises(AttributeError):
+            getattr(s, flat)

@@ -119,9 +119,9 @@ def test_env_is_accepted_by_the_memory_service_settings() -> None:
     s = store(tiers={"shortTerm": {"tokenBudget": 1000, "foldTargetTokens": 100}})
     env = memory_store_env(s, ctx())
     settings = MemorySettings.from_env(env)
-    assert settings.token_budget == 1000
+    assert settings.tiers.token_budget == 1000
     assert settings.tiers.fold_target == 100
-    assert settings.model_base_url == "http://llm.ns.svc:4000/v1"
+    assert settings.models.model_base_url == "http://llm.ns.svc:4000/v1"
     unknown = [k for k in env if k not in MemorySettings.env_names()]
     assert unknown == []
 
@@ -190,7 +190,7 @@ def test_store_tuning_is_projected_and_loads() -> None:
         "KAOS_MEMORY_MAX_CONCURRENT_REQUESTS": "32",
     }
     settings = MemorySettings.from_env(env)
-    assert settings.long_term_enabled is False
+    assert settings.tiers.long_term_enabled is False
     assert settings.tiers.recall_threshold == 0.35
     assert settings.models.digest_prompt == "Summarise tersely."
     assert settings.models.extraction_prompt == "Never keep phone numbers."
@@ -212,5 +212,5 @@ def test_unset_tuning_leaves_the_service_defaults() -> None:
     env = memory_store_env(store(), ctx())
     assert {k for k in env if k in TUNING} == {"KAOS_MEMORY_LONG_TERM_ENABLED"}
     settings = MemorySettings.from_env(env)
-    assert settings.long_term_enabled is True
+    assert settings.tiers.long_term_enabled is True
     assert settings.http.max_concurrent_requests == 0

@@ -120,7 +120,7 @@ def test_agent_env_is_accepted_by_the_runtime_settings() -> None:
         ),
     )
     settings = AgentSettings.from_env(env)
-    assert settings.identity == "kaos://agent/ns/a1"
-    assert settings.memory_type == "remote"
-    assert settings.memory_tools == "all"
-    assert settings.memory_require_agent_identity is True
+    assert settings.agent.identity == "kaos://agent/ns/a1"
+    assert settings.memory.type == "remote"
+    assert settings.memory.tools == "all"
+    assert settings.memory.require_agent_identity is True

@@ -46,9 +46,9 @@ def memory(tmp_path: Path, devmodel: DevModel, monkeypatch: pytest.MonkeyPatch) 
         embedding_dims=devmodel.embedding_dims,
     )
     monkeypatch.setenv("MEM0_TELEMETRY", "False")
-    monkeypatch.setenv("MEM0_DIR", str(settings.mem0_dir))
-    settings.mem0_dir.mkdir(parents=True)
-    settings.chroma_dir.mkdir(parents=True)
+    monkeypatch.setenv("MEM0_DIR", str(settings.backend.mem0_dir))
+    settings.backend.mem0_dir.mkdir(parents=True)
+    settings.backend.chroma_dir.mkdir(parents=True)
     from mem0 import Memory
 
     mem = Memory.from_config(settings_mem0_config(settings))

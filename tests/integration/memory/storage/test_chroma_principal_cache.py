@@ -71,9 +71,9 @@ async def store(
     inserted as the benchmarks preload them and indexed at start."""
     monkeypatch.setenv("MEM0_TELEMETRY", "False")
     settings = _settings(tmp_path, devmodel)
-    settings.mem0_dir.mkdir(parents=True)
-    settings.chroma_dir.mkdir(parents=True)
-    monkeypatch.setenv("MEM0_DIR", str(settings.mem0_dir))
+    settings.backend.mem0_dir.mkdir(parents=True)
+    settings.backend.chroma_dir.mkdir(parents=True)
+    monkeypatch.setenv("MEM0_DIR", str(settings.backend.mem0_dir))
     from mem0 import Memory
 
     rng = random.Random(7)
@@ -84,7 +84,7 @@ async def store(
             payload = _payload(PRINCIPALS[n % 2], AGENTS[n % 3 % 2], SESSIONS[n % len(SESSIONS)], n)
             if n >= 300:
                 del payload["user_id"]
-            rows.append((str(uuid.uuid4()), _vector(rng, settings.embedding_dims), payload))
+            rows.append((str(uuid.uuid4()), _vector(rng, settings.models.embedding_dims), payload))
         memory.vector_store.insert(
             vectors=[r[1] for r in rows], ids=[r[0] for r in rows], payloads=[r[2] for r in rows]
         )

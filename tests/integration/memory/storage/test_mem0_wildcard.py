@@ -39,8 +39,8 @@ def test_wildcard_semantics_per_backend(
         embedding_dims=devmodel.embedding_dims,
     )
     monkeypatch.setenv("MEM0_TELEMETRY", "False")
-    monkeypatch.setenv("MEM0_DIR", str(settings.mem0_dir))
-    settings.mem0_dir.mkdir(parents=True)
+    monkeypatch.setenv("MEM0_DIR", str(settings.backend.mem0_dir))
+    settings.backend.mem0_dir.mkdir(parents=True)
     from mem0 import Memory
 
     memory: Any = Memory.from_config(settings_mem0_config(settings))
