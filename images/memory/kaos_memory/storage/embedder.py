@@ -1,13 +1,13 @@
 """Query embeddings for recall: the service's own HTTP client, batched under load.
 
 A recall embeds its query before the vector search. Through Mem0's embedder that is the
-OpenAI client on a worker thread: measured 2.4 ms a query against the development model
-on 2 cores, most of it the client's own work, plus a thread hop each way; and under
-load every concurrent recall is its own model request. Here the call is one aiohttp
-request on the event loop, and the requests of concurrent recalls share model calls:
-at most ``MAX_IN_FLIGHT`` calls are open, and queries that arrive meanwhile wait and go
-together in the next call (up to ``MAX_BATCH``). A lone recall never waits for a batch
-to fill, so batching adds nothing to its latency.
+OpenAI client on a worker thread: most of a query's cost is the client's own work, plus a
+thread hop each way (the figures: docs/benchmarks.md, "Measured figures behind the
+design"); and under load every concurrent recall is its own model request. Here the call
+is one aiohttp request on the event loop, and the requests of concurrent recalls share
+model calls: at most ``MAX_IN_FLIGHT`` calls are open, and queries that arrive meanwhile
+wait and go together in the next call (up to ``MAX_BATCH``). A lone recall never waits
+for a batch to fill, so batching adds nothing to its latency.
 
 Background work (Mem0's extraction) keeps Mem0's own embedder: its calls are Mem0's,
 and its batching is Mem0's. The request is what Mem0's OpenAI embedder sends (the same
@@ -60,8 +60,8 @@ class QueryEmbedder:
     async def start(self) -> None:
         # The proxy the environment names for the model (HTTP(S)_PROXY, NO_PROXY), as
         # Mem0's client finds it, looked up once: with ``trust_env`` aiohttp looks it up
-        # and reads ``~/.netrc`` on every request, a twentieth of the event loop's time at
-        # 32 concurrent recalls (profiled). The model's credentials are its API key.
+        # and reads ``~/.netrc`` on every request, which showed in the event loop's profile
+        # under concurrent recalls. The model's credentials are its API key.
         try:
             self._proxy = get_env_proxy_for_url(yarl.URL(self._url))
         except LookupError:

@@ -3,15 +3,17 @@ searches, its session reads): what they share.
 
 Autocommit: a read is one statement or one pipeline, and psycopg's own transaction around
 it cost a BEGIN and a COMMIT, two more waits on the server per recall. No check on
-checkout (one more wait each time, an eighth of the event loop's time at 32 clients,
-profiled): a read that meets a connection PostgreSQL closed (a restart) checks the pool
-instead, which replaces the dead connections, and reads once more (``once_more``).
+checkout (one more wait each time, which showed in the event loop's profile under
+concurrent recalls): a read that meets a connection PostgreSQL closed (a restart) checks
+the pool instead, which replaces the dead connections, and reads once more
+(``once_more``).
 
-Concurrent reads share round trips (``Coalesced``): the reads requested in one turn of
-the event loop go to the server as one pipeline on one connection. Each round trip costs
-the client a pool checkout, the pipeline's set-up and the waits on the socket, whatever
-it carries; shared by the recalls that are ready together, a search cost 0.04 ms of
-client CPU instead of 0.14 at 32 concurrent searches (measured on a 1k-fact store).
+Concurrent reads share round trips (``Coalesced``): the reads requested in one turn of the
+event loop go to the server as one pipeline on one connection. Each round trip costs the
+client a pool checkout, the pipeline's set-up and the waits on the socket, whatever it
+carries; shared by the recalls that are ready together, that cost is paid once a turn
+instead of once a search. The figures: docs/benchmarks.md, "Measured figures behind the
+design".
 """
 
 from __future__ import annotations

@@ -1,20 +1,20 @@
 """Recall ranking: the vector store's nearest facts, re-ranked with a lexical signal.
 
-An embedding finds facts that mean what the question means, but it blurs the exact
-words a question names: a person, a place, a month, a rare noun. Measured on LoCoMo
-(hack/bench/locomo, e5-small) plain BM25 over the turns beats vector search overall,
-and vector search wins where the wording differs. So recall takes a pool of the scope's
-nearest facts (several times ``top_k``, from the store's tenant-filtered vector
-search), scores the pool with BM25 and ranks by a weighted sum of the two scores, each
-scaled to [0, 1] over the pool (min-max), so neither needs calibrating against the
-other (cosine on pgvector, ``1/(1+d)`` on Chroma). On the benchmark this lifted
-evidence recall@10 from 0.48 to 0.58 over the seven conversations, every category up;
-reciprocal-rank fusion of the same two lists measured a point lower.
+An embedding finds facts that mean what the question means, but it blurs the exact words
+a question names: a person, a place, a month, a rare noun. On LoCoMo (hack/bench/locomo,
+a real embedder) plain BM25 over the turns beats vector search overall, and vector search
+wins where the wording differs. So recall takes a pool of the scope's nearest facts
+(several times ``top_k``, from the store's tenant-filtered vector search), scores the
+pool with BM25 and ranks by a weighted sum of the two scores, each scaled to [0, 1] over
+the pool (min-max), so neither needs calibrating against the other (cosine on pgvector,
+``1/(1+d)`` on Chroma). On the benchmark this lifted evidence recall in every category,
+more than reciprocal-rank fusion of the same two lists did.
 
-The lexical scores are computed over the pool only (its document frequencies stand in
-for the store's): the pool is small (tens of facts), so this is pure Python in well
-under a millisecond, where indexing the pool with a BM25 library (bm25s) measured 6 ms
-per query. Facts outside the pool are not found lexically; the pool size bounds that.
+The lexical scores are computed over the pool only (its document frequencies stand in for
+the store's): the pool is small (tens of facts), so pure Python over it costs less than
+indexing it with a BM25 library (bm25s) on every query. The figures: docs/benchmarks.md,
+"Measured figures behind the design". Facts outside the pool are not found lexically; the
+pool size bounds that.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from collections.abc import Sequence
 K1 = 1.2
 B = 0.75
 # Weight of the vector score in the fused score (the lexical one gets the rest), and the
-# pool: both measured on hack/bench/locomo (0.4-0.5 and 60-100 facts were within a point;
-# Chroma's query time grows with the pool, so the smaller).
+# pool: both chosen on hack/bench/locomo, where their neighbours scored alike (the figures:
+# docs/benchmarks.md, "Measured figures behind the design"); Chroma's query time grows with
+# the pool, so the smaller.
 VECTOR_WEIGHT = 0.4
 POOL_FACTOR = 6
 POOL_MIN = 60

@@ -7,12 +7,12 @@ An entry counts ``size`` bytes against ``max_bytes``. One that does not fit is a
 only once the entries nobody searched for ``IDLE`` seconds are dropped; otherwise it is
 refused, the store keeps serving that principal, and the mode retries after ``IDLE``.
 Dropping the least recently used instead thrashes as soon as the searched principals
-outgrow the budget: every search drops one principal to load another (measured in
-external mode: 44 ms a recall at 1M facts over 100 principals, against 8.5 in the
-database). Entries of size 0 (a principal known by version only, or without facts) cost
-nothing and are forgotten once idle for ``IDLE``, so every principal ever searched does
-not stay. Loads run one at a time, so a burst of new principals does not take the
-service's CPU from its requests.
+outgrow the budget: every search drops one principal to load another, and a recall then
+costs several times the database's own search (the figures: docs/benchmarks.md, "Measured
+figures behind the design"). Entries of size 0 (a principal known by version only, or
+without facts) cost nothing and are forgotten once idle for ``IDLE``, so every principal
+ever searched does not stay. Loads run one at a time, so a burst of new principals does
+not take the service's CPU from its requests.
 
 The maps are changed under a lock: in local mode a write's thread drops entries while the
 event loop searches and keeps them.

@@ -6,12 +6,13 @@ transaction-scoped advisory lock on the key's hash, so several replicas on one d
 serialise their folds of a session instead of double-folding.
 
 A recall's read of a session (window and digest) runs on the event loop instead, on an
-``AsyncConnectionPool`` of its own (``read_async``): at 32 concurrent recalls the hop to a
+``AsyncConnectionPool`` of its own (``read_async``): under concurrent recalls the hop to a
 thread and back, the pool's check of every connection it hands out (one more wait on the
-server) and psycopg's transaction around the read were a fifth of the service's time
-(profiled with py-spy). The read pool is ``storage.pgpool``'s: autocommit, unchecked,
-a read that meets a connection PostgreSQL closed (a restart) reads once more, and the
-reads of concurrent recalls share round trips (``pgpool.Coalesced``).
+server) and psycopg's transaction around the read were a large share of the service's time
+(profiled; the figures: docs/benchmarks.md, "Measured figures behind the design"). The
+read pool is ``storage.pgpool``'s: autocommit, unchecked, a read that meets a connection
+PostgreSQL closed (a restart) reads once more, and the reads of concurrent recalls share
+round trips (``pgpool.Coalesced``).
 """
 
 from __future__ import annotations

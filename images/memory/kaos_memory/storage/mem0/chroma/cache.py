@@ -1,14 +1,13 @@
 """A principal's facts held in the service (local mode): recall without a Chroma query.
 
-Measured on chromadb 1.5.9 (this project's 2-core machine, 64 dimensions): one
-``collection.query`` naming a scope's 3 ids costs 1.5 ms of CPU whatever it returns, most
-of it spent handing the query between Python, Chroma's tokio runtime and its SQLite worker
-thread (futex wake-ups); a ``get`` of the same ids costs 0.85 ms. That fixed cost was most
-of a recall's CPU in local mode. Held in memory, a principal's facts are searched in tens of
-microseconds: the squared Euclidean distances of Chroma's default space (``l2``; a
+Asking Chroma anything (a ``collection.query``, even a ``get`` of a few ids) has a fixed
+CPU cost whatever the answer holds: most of it is spent handing the query between Python,
+Chroma's tokio runtime and its SQLite worker thread (futex wake-ups), and that fixed cost
+dominated a recall's CPU in local mode. Held in memory, a principal's facts are
+searched without it: the squared Euclidean distances of Chroma's default space (``l2``; a
 collection in another space is not held), nearest first, scored as Mem0 scores Chroma's
 hits (``1 / (1 + distance)``), among the rows of the scope's agent and session when it
-names them.
+names them. The figures: docs/benchmarks.md, "Measured figures behind the design".
 
 What keeps it exact: in local mode this process is Chroma's only writer (embedded, one
 replica), and every change goes through the Chroma backend (``backend``), which brackets

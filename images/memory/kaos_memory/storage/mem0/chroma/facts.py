@@ -288,11 +288,10 @@ def scope_ids(memory: Any, scope_filters: Filters) -> list[str] | None:
     (``collection.query(ids=...)``) instead of filtering in Chroma; None while the index
     is not known complete (the caller filters in Chroma then).
 
-    Measured on chromadb 1.5 (100k facts, 64 dimensions, a pool of 60): a ``where`` on a
-    tenant of 1,000 facts took 81 ms and one of 5,000 75 ms, the same searches naming
-    their ids 23 and 13 ms; Chroma evaluates each condition over every row it matches, in
-    the whole collection, so ``agent_id`` alone (5% of the store) costs more than the
-    search. Named ids cost what the tenant holds.
+    A ``where`` costs what the whole collection holds: Chroma evaluates each condition
+    over every row it matches, in the whole collection, so a condition on a key that many
+    facts share (``agent_id``) costs more than the search itself. Named ids cost what the
+    tenant holds (the figures: docs/benchmarks.md, "Measured figures behind the design").
     """
     name = _collection(memory).name
     with _connect(memory) as conn:

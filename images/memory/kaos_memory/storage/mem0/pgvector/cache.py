@@ -1,13 +1,12 @@
 """A principal's fact vectors held in the service (external mode): an exact search of a
 large principal without PostgreSQL visiting every one of its rows.
 
-The exact search in the database (``facts.search_query``) reads each of the principal's rows:
-about 0.35 µs a row on this project's 2-core machine, 3.5-5 ms for a principal of 10,000
-facts, however the rows are laid out (a covering index measured the same). pgvector's HNSW
-index inside the principal's partition was no faster there (3.3-3.5 ms, 1,300 buffer
-visits for 40 candidates) and is approximate. Held in memory, the same principal's
-distances are one matrix product (tens of microseconds at 64 dimensions); the database
-then returns the payloads of the nearest ids only.
+The exact search in the database (``facts.search_query``) reads each of the principal's
+rows, so its cost grows with the principal however the rows are laid out (a covering index
+did not change it). pgvector's HNSW index inside the principal's partition was no faster
+for a large principal, and is approximate. Held in memory, the same principal's distances
+are one matrix product; the database then returns the payloads of the nearest ids only.
+The figures: docs/benchmarks.md, "Measured figures behind the design".
 
 What keeps it exact and fresh:
 
@@ -23,10 +22,10 @@ What keeps it exact and fresh:
   returned, whatever is held.
 
 Only principals with at least ``MIN_FACTS`` facts are held (below that the database's
-search costs well under a millisecond); others are remembered by version only, so they
-are reloaded only when they change. Memory is bounded (the vectors as float32, 16 bytes an
-id) and loads run one at a time, as the per-principal vector cache (``mem0.cache``) decides
-for both storage modes.
+search is already cheap); others are remembered by version only, so they are reloaded
+only when they change. Memory is bounded (the vectors as float32, 16 bytes an id) and
+loads run one at a time, as the per-principal vector cache (``mem0.cache``) decides for
+both storage modes.
 """
 
 from __future__ import annotations

@@ -31,15 +31,14 @@ async def search_connection(conn: Any) -> None:
     """A search pool's connection: binary vectors, and plans for each search's values.
 
     The query vector goes as pgvector's binary ``vector`` (numpy float32, pgvector's
-    adapter) rather than a list of floats PostgreSQL parses and casts: 0.15 ms of client
-    CPU a search instead of 0.23 on a 1k-fact store (measured, 64 dimensions), and less
-    parsing in the server.
+    adapter) rather than a list of floats PostgreSQL parses and casts: less client CPU a
+    search, and less parsing in the server.
 
     Each search is planned for its own values, also once psycopg prepared the statement
     (from its fifth run). A prepared statement's generic plan leaves the principal's
     partition to be chosen when it runs, and PostgreSQL 15 then locks every partition and
     each of their indexes first, at each execution; a plan made for the values names one
-    partition and locks only it (a 1k-fact store: 0.34 ms a search against 0.42, and 0.40
-    on one table). Planning a search costs less than those locks."""
+    partition and locks only it. Planning a search costs less than those locks (the
+    figures: docs/benchmarks.md, "Measured figures behind the design")."""
     await register_vector_async(conn)
     await conn.execute("SET plan_cache_mode = force_custom_plan")

@@ -7,20 +7,20 @@ the filter, and once psycopg prepares the statement (from its fifth run) Postgre
 generic plan cannot even see which key it is. Here the keys are SQL literals (KAOS's own
 constants; only the values are parameters), and the tenant keys have expression indexes.
 
-Search is exact over the scope's rows: the filter's rows are read through the indexes
-(a principal through ``user_id``, an agent of a principal through ``(agent_id,
-user_id)``), and the ``limit`` nearest of them are kept by a top-N sort. The distance is
-computed in a subquery the planner may not flatten, so Mem0's HNSW index can never serve
-the ``ORDER BY``: a plain HNSW scan returns at most ``hnsw.ef_search`` (40) candidates
-before the filter applies, so a principal holding 1% of the facts could get none (seen
-at 1M facts: once an index gave the planner the group's statistics, it chose the HNSW
-scan and returned 0 of 60 rows; before, only its misestimate of the group filter kept
-it on the tenant index). Measured (hack/bench/
-tenant_bench.py, 100 principals): the cost follows the principal's facts, not the store;
-pgvector's iterative HNSW scans (0.8) were slower still at 1M (175-800 ms) because every
-candidate is checked against the filter in the table, about 100 per hit at a 1% share.
-A covering index cannot help either: PostgreSQL 15 plans no index-only scan on an
-expression index over ``payload``, and a 1536-dimensional vector exceeds a btree row.
+Search is exact over the scope's rows: the filter's rows are read through the indexes (a
+principal through ``user_id``, an agent of a principal through ``(agent_id, user_id)``),
+and the ``limit`` nearest of them are kept by a top-N sort. The distance is computed in a
+subquery the planner may not flatten, so Mem0's HNSW index can never serve the
+``ORDER BY``: a plain HNSW scan returns at most ``hnsw.ef_search`` (40) candidates before
+the filter applies, so a principal holding a small share of the facts can get none (it
+happened on a large store: once an index gave the planner the group's statistics, it
+chose the HNSW scan and returned nothing; before, only its misestimate of the group
+filter kept it on the tenant index). The exact search's cost follows the principal's
+facts, not the store. pgvector's iterative HNSW scans (0.8) are slower still, because
+every candidate is checked against the filter in the table, many for each hit when the
+principal's share is small. The figures: docs/benchmarks.md, "Measured figures behind the
+design". A covering index cannot help either: PostgreSQL 15 plans no index-only scan on
+an expression index over ``payload``, and a 1536-dimensional vector exceeds a btree row.
 
 A new store's table is hash-partitioned by principal (``create_table``): a principal's
 rows then lie together in one partition a fraction of the store's size, which every query
@@ -92,8 +92,8 @@ def _indexes(table: str) -> list[tuple[str, sql.Composable]]:
     Every KAOS filter names the group, so each tenant index ends with it: the index then
     finds exactly the scope's rows, where an index on the tenant key alone left the group
     to a filter on every row it found (reading ``payload->>'kaos_group'`` out of each
-    row's JSON, half of a principal's search at 1M facts: 9.8 ms against 5.1 ms without
-    it, hack/bench/tenant_bench.py).
+    row's JSON, a large share of a principal's search; the figures: docs/benchmarks.md,
+    "Measured figures behind the design").
     """
     group = _key(GROUP_KEY)
     indexes: list[tuple[str, sql.Composable]] = [
@@ -136,8 +136,8 @@ def create_table(pool: Any, table: str, dims: int, partitions: int = PARTITIONS)
 
     A principal's search, listing and erasure name the principal, so PostgreSQL reads one
     partition: the principal's rows lie together in a table a fraction of the store's
-    size instead of scattered over all of it (a principal's search at 1M facts over 100
-    principals: 20 ms on one table, 8 ms partitioned, hack/bench/tenant_bench.py). Mem0
+    size instead of scattered over all of it, so its search reads fewer pages (the
+    figures: docs/benchmarks.md, "Measured figures behind the design"). Mem0
     creates the same columns with ``CREATE TABLE IF NOT EXISTS``, so its ``create_col``
     (the caller's next step) only adds its indexes, which PostgreSQL builds on every
     partition. A partitioned table cannot have a primary
@@ -244,8 +244,9 @@ def search_query(
 @functools.lru_cache(maxsize=256)
 def _search_text(table: str, shape: tuple[tuple[str, bool], ...]) -> str:
     """``search_query``'s text for a table and a filter shape (its keys, and which are
-    wildcards), composed once: composing it per recall was a tenth of the event loop's
-    time at 32 clients (profiled)."""
+    wildcards), composed once: composing it on every recall showed in the event loop's
+    profile under concurrent recalls (the figures: docs/benchmarks.md, "Measured figures
+    behind the design")."""
     where, _ = _where({key: WILDCARD if wild else "" for key, wild in shape})
     if any(key in TENANT_KEYS and not wild for key, wild in shape):
         query = sql.SQL(
@@ -290,9 +291,10 @@ def page(pool: Any, table: str, filters: Filters, limit: int, after: Position | 
 def delete(pool: Any, table: str, facts: list[Row]) -> int:
     """Delete ``facts`` (id and payload), one statement per principal: naming the principal
     lets a partitioned table read one partition, where Mem0's delete by id alone probes
-    every partition's id index (planned anew each time: 5 ms a fact at 64 partitions,
-    against 0.4 ms on one table). A fact given without its payload is deleted by id alone.
-    Rows already gone are skipped; returns how many went."""
+    every partition's id index (planned anew each time), far dearer than on one table (the
+    figures: docs/benchmarks.md, "Measured figures behind the design"). A fact given
+    without its payload is deleted by id alone. Rows already gone are skipped; returns how
+    many went."""
     by_principal: dict[str | None, list[str]] = {}
     for fact_id, payload in facts:
         principal = None if payload is None else payload.get("user_id")
