@@ -1,7 +1,8 @@
 """Entry point of the ``kaos`` console script.
 
-The CLI's libraries (click, rich) come with the ``cli`` extra, which the images do not
-install; without them ``kaos`` says so in one line instead of an ImportError.
+The CLI's libraries (click, rich) are dependencies of its distribution, ``kaos-tools``; a
+copy of the package without them (put on a path by hand, or an install that was cut short)
+says so in one line instead of an ImportError.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-MISSING_EXTRA = (
-    "error: the kaos command line needs its extra: pip install 'kaos[cli]' (missing: {name})"
+MISSING_LIBRARY = (
+    "error: the kaos command line is missing its library {name}: pip install kaos-tools"
 )
 
 
@@ -19,7 +20,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import click  # noqa: F401
         import rich  # noqa: F401
     except ImportError as exc:
-        print(MISSING_EXTRA.format(name=exc.name or "click"), file=sys.stderr)
+        print(MISSING_LIBRARY.format(name=exc.name or "click"), file=sys.stderr)
         return 2
     from kaos_cli.app import run
 

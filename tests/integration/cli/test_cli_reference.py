@@ -110,8 +110,8 @@ def test_zsh_completion_loads_and_completes_commands_and_options() -> None:
     assert "--output:output format" in options
 
 
-def test_without_the_cli_extra_kaos_names_it() -> None:
-    """The images install the core without ``kaos[cli]``: the entry point must say so."""
+def test_without_its_libraries_kaos_names_what_to_install() -> None:
+    """A copy of the CLI without click says what to install instead of an ImportError."""
     code = (
         "import sys; sys.modules['click'] = None\n"
         "from kaos_cli.main import main\n"
@@ -122,5 +122,5 @@ def test_without_the_cli_extra_kaos_names_it() -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr == (
-        "error: the kaos command line needs its extra: pip install 'kaos[cli]' (missing: click)\n"
+        "error: the kaos command line is missing its library click: pip install kaos-tools\n"
     )
