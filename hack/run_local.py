@@ -413,6 +413,8 @@ class Demo:
             f"the window shrank to {len(r.short_term.window)} unfolded turns",
         )
         check("I live in Lisbon." in facts, f"{len(facts)} long-term facts were extracted")
+        say("   (the development model's extraction keeps every user line as a fact, questions")
+        say("    included; a real model keeps only what is worth remembering)")
         await self.model_roles()
         self.rows.append(("short-term: alice-1 window after folding", f"{turns} turns"))
         self.rows.append(("medium-term: alice-1 digest", f"version {version}, {len(digest)} lines"))
@@ -447,6 +449,7 @@ class Demo:
         say("\n== 5. Long-term: a new session alice-2 recalls the fact, not the old window ==")
         prompt = "Where do I live?"
         answer = await self.ask("coordinator", ALICE, "alice-2", prompt)
+        say("   (the questions among them are user lines the development model kept as facts)")
         system, users = await self.instructions_and_users(prompt)
         check(
             FACTS_HEADER in system and "- I live in Lisbon." in system,
@@ -501,7 +504,15 @@ class Demo:
         db = self.stack.memory_db
         alice_rows = [t for t in db.turns() if t["principal"] == ALICE]
         check(not alice_rows, "no turn of alice is left in the store")
-        check("Lisbon" not in db.everything_text(), "'Lisbon' is nowhere in the store's files")
+        # Say what was read: the files of a local store, the live rows of an external one
+        # (PostgreSQL may keep deleted rows on disk until they are vacuumed).
+        searched = (
+            "'Lisbon' is nowhere in the store's files (SQLite window and digest, Chroma, Mem0)"
+            if db.backend == "local"
+            else "'Lisbon' is in no live row of the store's PostgreSQL tables (window,"
+            " digests, facts)"
+        )
+        check("Lisbon" not in db.everything_text(), searched)
         bob_turns, _ = await self.window("coordinator", BOB, "bob-1")
         check(bob_turns > 0, f"bob's session is untouched ({bob_turns} turns)")
         self.rows.append(

@@ -22,7 +22,10 @@ from kaos_core.crds.common import (
     Telemetry,
     cel,
     defaulted,
+    image_field,
     ref_name,
+    replicas_field,
+    resources_field,
     telemetry_field,
 )
 from kaos_core.crds.gateway import GatewayRoute, gateway_route_field
@@ -103,8 +106,15 @@ class AgentMemory(CRDModel):
 class AgentAutonomous(CRDModel):
     """A goal the agent pursues on its own, every ``intervalSeconds``."""
 
-    goal: str = Field(min_length=1, max_length=TEXT_MAX)
-    interval_seconds: int = Field(default=300, ge=1, le=86400)
+    goal: str = Field(
+        min_length=1,
+        max_length=TEXT_MAX,
+        description="The message the agent is given on each autonomous run, as if a user "
+        "had sent it.",
+    )
+    interval_seconds: int = Field(
+        default=300, ge=1, le=86400, description="Seconds from the end of one run to the next."
+    )
 
 
 class TaskConfig(CRDModel):
@@ -144,9 +154,25 @@ class ModelSampling(CRDModel):
 class AgentConfig(CRDModel):
     """What the agent is told and how long it may think."""
 
-    description: str | None = Field(default=None, max_length=4096)
-    instructions: str | None = Field(default=None, max_length=TEXT_MAX)
-    reasoning_loop_max_steps: int = Field(default=5, ge=1, le=100)
+    description: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="What the agent does, in a sentence: the description on its A2A agent "
+        "card (default: the start of instructions). The model does not see it.",
+    )
+    instructions: str | None = Field(
+        default=None,
+        max_length=TEXT_MAX,
+        description="The system prompt: who the agent is, how it answers, when to use its "
+        "tools and peers. Sent to the model at the start of every run.",
+    )
+    reasoning_loop_max_steps: int = Field(
+        default=5,
+        ge=1,
+        le=100,
+        description="Model calls one run may make (each tool round is one more); a run that "
+        "reaches the limit ends with a final answer saying so.",
+    )
     memory: AgentMemory = defaulted(AgentMemory)
     task_config: TaskConfig | None = Field(
         default=None, description="Per-run budgets: tool calls and wall time."
@@ -155,7 +181,10 @@ class AgentConfig(CRDModel):
         default=None,
         description="Sampling of the agent's model requests: temperature, maxTokens, topP, seed.",
     )
-    autonomous: AgentAutonomous | None = None
+    autonomous: AgentAutonomous | None = Field(
+        default=None,
+        description="A goal the agent pursues on its own, on a timer (no user message).",
+    )
 
 
 class AgentNetwork(CRDModel):
@@ -193,13 +222,9 @@ class AgentSpec(CRDModel):
             "Hold a new Agent in Waiting until its ModelAPI, MCP servers and store are Ready."
         ),
     )
-    replicas: int = Field(default=1, ge=0, le=100)
-    image: str | None = Field(default=None, max_length=512)
-    resources: dict[str, Any] | None = Field(
-        default=None,
-        description="Container resources (requests, limits), as in a Pod spec.",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
-    )
+    replicas: int = replicas_field()
+    image: str | None = image_field("the chart's kaos-agent image")
+    resources: dict[str, Any] | None = resources_field()
     telemetry: Telemetry | None = telemetry_field()
     container: ContainerOverride | None = container_field()
     pod: PodOverride | None = pod_field()
@@ -209,8 +234,10 @@ class AgentSpec(CRDModel):
 class AgentStatus(CommonStatus):
     """Observed state of an Agent."""
 
-    replicas: int | None = None
-    ready_replicas: int | None = None
+    replicas: int | None = Field(default=None, description="Pods the Deployment asks for.")
+    ready_replicas: int | None = Field(
+        default=None, description="Pods ready to serve (passing their readiness probe)."
+    )
 
 
 class Agent(CustomObject):

@@ -109,6 +109,36 @@ class Telemetry(CRDModel):
     )
 
 
+def replicas_field() -> Any:
+    """``spec.replicas`` of a kind that may run any number of pods."""
+    return Field(
+        default=1,
+        ge=0,
+        le=100,
+        description="Pods the Deployment runs; 0 stops the resource without deleting it.",
+    )
+
+
+def image_field(default_image: str) -> Any:
+    """``spec.image``: the container image, instead of ``default_image`` (in words)."""
+    return Field(
+        default=None,
+        max_length=512,
+        description=f"Container image to run instead of {default_image} (e.g. from a "
+        "mirror registry, or a build with extra packages).",
+    )
+
+
+def resources_field() -> Any:
+    """``spec.resources``: free-form, as in a Pod spec."""
+    return Field(
+        default=None,
+        description="Container resources (requests, limits), as in a Pod spec, e.g. "
+        "{requests: {cpu: 100m, memory: 256Mi}, limits: {memory: 1Gi}}.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
 def telemetry_field() -> Any:
     return Field(
         default=None,
@@ -124,13 +154,17 @@ class Condition(CRDModel):
     """One aspect of the resource's state, as the Kubernetes API conventions define it."""
 
     type: str = Field(max_length=316, description="Condition type, e.g. Ready.")
-    status: ConditionStatus
+    status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(
         max_length=1024,
         pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
         description="CamelCase reason for the last transition.",
     )
-    message: str = Field(default="", max_length=32768)
+    message: str = Field(
+        default="",
+        max_length=32768,
+        description="What the state is and, when not the desired one, what to do.",
+    )
     last_transition_time: str = Field(
         json_schema_extra={"format": "date-time"},
         description="When status last changed.",
@@ -147,11 +181,25 @@ def _conditions_extra() -> dict[str, Any]:
 class CommonStatus(CRDModel):
     """Status fields every KAOS resource has."""
 
-    phase: str | None = Field(default=None, description="One-word summary of the state.")
+    phase: str | None = Field(
+        default=None,
+        description="One-word summary: Pending (being rolled out), Waiting (on a dependency), "
+        "Ready, or Failed (needs a change of spec or cluster; the message says which).",
+    )
     endpoint: str | None = Field(default=None, description="In-cluster URL of the service.")
     message: str | None = Field(default=None, description="Why the resource is in this phase.")
-    observed_generation: int | None = Field(default=None, ge=0)
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_conditions_extra())
+    observed_generation: int | None = Field(
+        default=None,
+        ge=0,
+        description="metadata.generation the operator last reconciled; lower than "
+        "metadata.generation while a spec change is not handled yet.",
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra=_conditions_extra(),
+        description="Each aspect of the state (Ready, DependenciesReady, MemoryDegraded...) "
+        "with a reason and a message.",
+    )
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)

@@ -37,8 +37,10 @@ def crd_document(info: KindInfo) -> dict[str, Any]:
         "type": "object",
         "description": info.description,
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
+            "apiVersion": {"type": "string", "description": f"{GROUP}/{VERSION}"},
+            "kind": {"type": "string", "description": info.kind},
+            # The API server refuses anything but the type here (it supplies ObjectMeta,
+            # which kubectl explain describes).
             "metadata": {"type": "object"},
             "spec": structural_schema(info.spec),
             "status": structural_schema(info.status),

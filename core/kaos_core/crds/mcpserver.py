@@ -20,6 +20,9 @@ from kaos_core.crds.common import (
     PrinterColumn,
     Telemetry,
     cel,
+    image_field,
+    replicas_field,
+    resources_field,
     telemetry_field,
 )
 from kaos_core.crds.gateway import GatewayRoute, gateway_route_field
@@ -93,13 +96,12 @@ class MCPServerSpec(CRDModel):
         description="ServiceAccount of the pods, with its token mounted: for runtimes that "
         "call the Kubernetes API (bind it only the rights the tools need).",
     )
-    replicas: int = Field(default=1, ge=0, le=100)
-    image: str | None = Field(default=None, max_length=512)
-    resources: dict[str, Any] | None = Field(
-        default=None,
-        description="Container resources (requests, limits), as in a Pod spec.",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    replicas: int = replicas_field()
+    image: str | None = image_field(
+        "the runtime's (python-string: the chart's kaos-agent image, which ships kaos-mcp; a "
+        "registered runtime: its own). Required for runtime custom"
     )
+    resources: dict[str, Any] | None = resources_field()
     telemetry: Telemetry | None = telemetry_field()
     container: ContainerOverride | None = container_field()
     pod: PodOverride | None = pod_field()

@@ -20,7 +20,9 @@ from kaos_core.crds.common import (
     Telemetry,
     cel,
     defaulted,
+    image_field,
     ref_name,
+    resources_field,
     telemetry_field,
 )
 from kaos_core.crds.overrides import (
@@ -42,8 +44,18 @@ QUANTITY = r"^[0-9]+(\.[0-9]+)?([EPTGMK]i?|[mk])?$"
 class ConnectionSecretRef(CRDModel):
     """The Secret holding the PostgreSQL connection string (DSN)."""
 
-    name: str = Field(min_length=1, max_length=253)
-    key: str = Field(default="dsn", min_length=1, max_length=253)
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        description="The Secret, in the store's namespace (the operator never reads it; the "
+        "pods get it through secretKeyRef).",
+    )
+    key: str = Field(
+        default="dsn",
+        min_length=1,
+        max_length=253,
+        description="Its key holding the DSN, e.g. postgresql://user:pass@host:5432/db.",
+    )
 
 
 class StoreStorage(CRDModel):
@@ -69,10 +81,23 @@ class StoreStorage(CRDModel):
         ),
     )
     size: str = Field(
-        default="1Gi", max_length=32, pattern=QUANTITY, description="Local volume size."
+        default="1Gi",
+        max_length=32,
+        pattern=QUANTITY,
+        description="local: size of the PersistentVolumeClaim holding the store, e.g. 1Gi.",
     )
-    storage_class_name: str | None = Field(default=None, max_length=253)
-    connection_secret: ConnectionSecretRef | None = None
+    storage_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="local: StorageClass of the claim; unset takes the cluster's default "
+        "class. Without a default class (or a matching PersistentVolume) the claim stays "
+        "Pending and the store never becomes Ready (reason ClaimPending).",
+    )
+    connection_secret: ConnectionSecretRef | None = Field(
+        default=None,
+        description="external (required): the Secret key holding the PostgreSQL connection "
+        "string (DSN); the database needs the pgvector extension.",
+    )
 
 
 class ModelRole(CRDModel):
@@ -90,6 +115,8 @@ class ModelRole(CRDModel):
 
 
 class EmbeddingRole(ModelRole):
+    """The embedding model: a ModelAPI model and the size of its vectors."""
+
     dimensions: int = Field(default=1536, ge=8, le=16384, description="Vector size.")
 
 
@@ -100,7 +127,9 @@ class StoreModels(CRDModel):
     service gets one base URL and key per role.
     """
 
-    summarization: ModelRole
+    summarization: ModelRole = Field(
+        description="The model that writes digests and extracts facts (a chat model)."
+    )
     embedding: EmbeddingRole = Field(
         description="The embedding model of the long-term index (unused while"
         " tiers.longTerm.enabled is false)."
@@ -203,6 +232,8 @@ class LongTermTier(CRDModel):
 
 
 class StoreTiers(CRDModel):
+    """The three tiers: verbatim window, per-session digest, long-term facts."""
+
     short_term: ShortTermTier = defaulted(ShortTermTier)
     medium_term: MediumTermTier = defaulted(MediumTermTier)
     long_term: LongTermTier = defaulted(LongTermTier)
@@ -233,8 +264,18 @@ class MemoryStoreSpec(CRDModel):
     )
     models: StoreModels
     tiers: StoreTiers = defaulted(StoreTiers)
-    max_read_scope: ReadScope = Field(default="agent", description="Ceiling for agent reads.")
-    default_failure_mode: FailureMode = "soft"
+    max_read_scope: ReadScope = Field(
+        default="agent",
+        description="Widest long-term scope an agent may read: session (the conversation's "
+        "facts), agent (the agent's facts) or user (the user's facts through every agent). "
+        "An Agent asking for more is refused (ReadScopeAboveCeiling).",
+    )
+    default_failure_mode: FailureMode = Field(
+        default="soft",
+        description="What a failed write or forget answers when the request does not say: "
+        "soft: success marked degraded (the agent carries on); strict: an error (a strict "
+        "Agent's turn fails). Reads are always soft.",
+    )
     max_concurrent_requests: int | None = Field(
         default=None,
         ge=1,
@@ -242,12 +283,8 @@ class MemoryStoreSpec(CRDModel):
         description="Memory requests (/v1/*) one replica serves at once; one more is answered"
         " 429 with Retry-After and changes nothing. Unlimited when unset.",
     )
-    image: str | None = Field(default=None, max_length=512)
-    resources: dict[str, Any] | None = Field(
-        default=None,
-        description="Container resources (requests, limits), as in a Pod spec.",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
-    )
+    image: str | None = image_field("the chart's kaos-memory image")
+    resources: dict[str, Any] | None = resources_field()
     telemetry: Telemetry | None = telemetry_field()
     container: ContainerOverride | None = container_field()
     pod: PodOverride | None = pod_field()
@@ -261,8 +298,10 @@ class MemoryStoreSpec(CRDModel):
 class MemoryStoreStatus(CommonStatus):
     """Observed state of a MemoryStore."""
 
-    replicas: int | None = None
-    ready_replicas: int | None = None
+    replicas: int | None = Field(default=None, description="Pods the Deployment asks for.")
+    ready_replicas: int | None = Field(
+        default=None, description="Pods ready to serve (passing their readiness probe)."
+    )
 
 
 class MemoryStore(CustomObject):

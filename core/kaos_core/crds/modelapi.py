@@ -22,6 +22,8 @@ from kaos_core.crds.common import (
     Telemetry,
     cel,
     defaulted,
+    image_field,
+    resources_field,
     telemetry_field,
 )
 from kaos_core.crds.gateway import GatewayRoute, gateway_route_field
@@ -192,15 +194,25 @@ class ModelAPISpec(CRDModel):
     )
 
     mode: ModelAPIMode = Field(description="Proxy (LiteLLM) or Hosted (Ollama).")
-    proxy_config: ProxyConfig | None = None
-    server_config: ServerConfig | None = None
-    replicas: int = Field(default=1, ge=0, le=100)
-    image: str | None = Field(default=None, max_length=512)
-    resources: dict[str, Any] | None = Field(
+    proxy_config: ProxyConfig | None = Field(
         default=None,
-        description="Container resources (requests, limits), as in a Pod spec.",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        description="mode Proxy: LiteLLM in front of an existing backend (OpenAI, "
+        "Anthropic, an Ollama elsewhere...).",
     )
+    server_config: ServerConfig | None = Field(
+        default=None,
+        description="mode Hosted: Ollama in the cluster, serving one model it pulls on first "
+        "start.",
+    )
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        le=100,
+        description="Pods the Deployment runs (Hosted: at most 1); 0 stops the endpoint "
+        "without deleting it.",
+    )
+    image: str | None = image_field("the chart's LiteLLM (Proxy) or Ollama (Hosted) image")
+    resources: dict[str, Any] | None = resources_field()
     telemetry: Telemetry | None = telemetry_field()
     container: ContainerOverride | None = container_field()
     pod: PodOverride | None = pod_field()
@@ -217,7 +229,11 @@ class ModelAPISpec(CRDModel):
 class ModelAPIStatus(CommonStatus):
     """Observed state of a ModelAPI."""
 
-    models: list[str] = Field(default_factory=list, max_length=LIST_MAX)
+    models: list[str] = Field(
+        default_factory=list,
+        max_length=LIST_MAX,
+        description="Model names the endpoint serves; an Agent without spec.model uses the first.",
+    )
     model_capabilities: dict[str, list[str]] = Field(
         default_factory=dict,
         max_length=LIST_MAX,

@@ -4,7 +4,8 @@ The shapes are Kubernetes' own (EnvVar, EnvFromSource, ResourceRequirements, Vol
 Toleration, Affinity, TopologySpreadConstraint, LocalObjectReference, Volume), written as
 models so the generated schema validates them at admission: a misspelt operator, an
 ``Exists`` toleration with a value or a volume with two sources is refused by the API
-server with the field's path, before the operator sees it.
+server with the field's path, before the operator sees it. Scheduling shapes are in
+``kaos_core.crds.scheduling``, volumes in ``kaos_core.crds.volumes``.
 
 What the operator itself sets is not overridable: its env names, ports, probes and
 security contexts. The fields that would override them (``ports``, the probes,
@@ -15,62 +16,25 @@ instead of being pruned silently: the operator refuses it with a condition and a
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field
 
 from kaos_core.crds.common import LIST_MAX, NAME_MAX, CRDModel, cel
-
-# A Kubernetes resource.Quantity: an integer, or a string such as 500m, 1Gi or 1e3.
-QUANTITY = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]"
-    r"|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+from kaos_core.crds.scheduling import Affinity, Toleration, TopologySpreadConstraint
+from kaos_core.crds.shapes import (
+    ENV_NAME,
+    SUBDOMAIN,
+    TEXT_ANNOTATION,
+    FreeForm,
+    FreeFormList,
+    ObjectName,
+    Quantity,
+    ShortText,
+    exactly_one,
+    map_list,
 )
-Quantity = Annotated[
-    int | Annotated[str, Field(max_length=64, pattern=QUANTITY)],
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "pattern": QUANTITY,
-            "x-kubernetes-int-or-string": True,
-        }
-    ),
-]
-# A name of a ConfigMap, Secret, claim or priority class (DNS-1123 subdomain).
-SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=SUBDOMAIN)]
-# An environment variable name as the API server accepts it for a container.
-ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
-# A volume name (DNS-1123 label).
-VOLUME_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-Key = Annotated[str, Field(min_length=1, max_length=317)]
-ShortText = Annotated[str, Field(max_length=1024)]
-TEXT_ANNOTATION = 64 * 1024
-
-FreeForm = Annotated[
-    dict[str, Any],
-    WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
-]
-FreeFormList = Annotated[
-    list[dict[str, Any]],
-    WithJsonSchema(
-        {
-            "type": "array",
-            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        }
-    ),
-]
-
-
-def _map_list(*keys: str) -> dict[str, Any]:
-    """A list the API server treats as a map keyed by ``keys`` (duplicates refused)."""
-    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
-
-
-def _exactly_one(fields: tuple[str, ...], message: str) -> dict[str, Any]:
-    rule = "[" + ", ".join(f"has(self.{f})" for f in fields) + "].filter(x, x).size() == 1"
-    return cel((rule, message))
-
+from kaos_core.crds.volumes import Volume, VolumeMount
 
 # -- the container ------------------------------------------------------------------------
 
@@ -78,39 +42,63 @@ def _exactly_one(fields: tuple[str, ...], message: str) -> dict[str, Any]:
 class KeyRef(CRDModel):
     """A key of a Secret or ConfigMap in the resource's namespace."""
 
-    name: ObjectName
-    key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
-    optional: bool | None = None
+    name: ObjectName = Field(description="The Secret or ConfigMap.")
+    key: str = Field(
+        min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$", description="Its key."
+    )
+    optional: bool | None = Field(
+        default=None,
+        description="Start the container even when the object or key does not exist "
+        "(the variable is then unset).",
+    )
 
 
 class FieldRef(CRDModel):
     """A field of the pod (downward API), e.g. metadata.name or status.podIP."""
 
-    field_path: str = Field(min_length=1, max_length=256)
-    api_version: str | None = Field(default=None, max_length=64)
+    field_path: str = Field(
+        min_length=1,
+        max_length=256,
+        description="Path of the field, e.g. metadata.name, metadata.namespace, status.podIP.",
+    )
+    api_version: str | None = Field(
+        default=None, max_length=64, description="Version the path is read in (default v1)."
+    )
 
 
 class ResourceFieldRef(CRDModel):
     """A resource of a container (downward API), e.g. limits.memory."""
 
-    resource: str = Field(min_length=1, max_length=64)
-    container_name: str | None = Field(default=None, max_length=NAME_MAX)
-    divisor: Quantity | None = None
+    resource: str = Field(
+        min_length=1,
+        max_length=64,
+        description="requests.cpu, requests.memory, limits.cpu, limits.memory...",
+    )
+    container_name: str | None = Field(
+        default=None, max_length=NAME_MAX, description="Container whose resource is read."
+    )
+    divisor: Quantity | None = Field(
+        default=None, description="Unit the value is expressed in, e.g. 1Mi (default 1)."
+    )
 
 
 class EnvVarSource(CRDModel):
+    """Where a variable's value comes from: exactly one source."""
+
     model_config = ConfigDict(
-        json_schema_extra=_exactly_one(
+        json_schema_extra=exactly_one(
             ("secretKeyRef", "configMapKeyRef", "fieldRef", "resourceFieldRef"),
             "valueFrom takes exactly one of secretKeyRef, configMapKeyRef, fieldRef,"
             " resourceFieldRef",
         )
     )
 
-    secret_key_ref: KeyRef | None = None
-    config_map_key_ref: KeyRef | None = None
-    field_ref: FieldRef | None = None
-    resource_field_ref: ResourceFieldRef | None = None
+    secret_key_ref: KeyRef | None = Field(default=None, description="A key of a Secret.")
+    config_map_key_ref: KeyRef | None = Field(default=None, description="A key of a ConfigMap.")
+    field_ref: FieldRef | None = Field(default=None, description="A field of the pod.")
+    resource_field_ref: ResourceFieldRef | None = Field(
+        default=None, description="A request or limit of a container."
+    )
 
 
 class EnvVar(CRDModel):
@@ -125,42 +113,62 @@ class EnvVar(CRDModel):
         )
     )
 
-    name: str = Field(min_length=1, max_length=256, pattern=ENV_NAME)
-    value: str | None = Field(default=None, max_length=64 * 1024)
-    value_from: EnvVarSource | None = None
+    name: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=ENV_NAME,
+        description="Variable name; one the operator sets is refused.",
+    )
+    value: str | None = Field(
+        default=None, max_length=64 * 1024, description="Literal value ($(NAME) expands)."
+    )
+    value_from: EnvVarSource | None = Field(
+        default=None, description="Value read from a Secret, ConfigMap or the pod itself."
+    )
 
 
 class SourceRef(CRDModel):
-    name: ObjectName
-    optional: bool | None = None
+    """A Secret or ConfigMap whose every key becomes a variable."""
+
+    name: ObjectName = Field(description="The Secret or ConfigMap.")
+    optional: bool | None = Field(
+        default=None, description="Start the container even when it does not exist."
+    )
 
 
 class EnvFromSource(CRDModel):
     """Every key of a Secret or ConfigMap as environment variables."""
 
     model_config = ConfigDict(
-        json_schema_extra=_exactly_one(
+        json_schema_extra=exactly_one(
             ("secretRef", "configMapRef"), "envFrom takes exactly one of secretRef, configMapRef"
         )
     )
 
-    prefix: str | None = Field(default=None, max_length=128, pattern=r"^[-._a-zA-Z0-9]*$")
-    secret_ref: SourceRef | None = None
-    config_map_ref: SourceRef | None = None
+    prefix: str | None = Field(
+        default=None,
+        max_length=128,
+        pattern=r"^[-._a-zA-Z0-9]*$",
+        description="Put before every key to make the variable's name.",
+    )
+    secret_ref: SourceRef | None = Field(default=None, description="Every key of a Secret.")
+    config_map_ref: SourceRef | None = Field(default=None, description="Every key of a ConfigMap.")
 
 
 class ResourceRequirements(CRDModel):
     """Compute requests and limits, as in a Pod spec."""
 
-    limits: dict[str, Quantity] | None = Field(default=None, max_length=16)
-    requests: dict[str, Quantity] | None = Field(default=None, max_length=16)
-
-
-class VolumeMount(CRDModel):
-    name: str = Field(min_length=1, max_length=NAME_MAX, pattern=VOLUME_NAME)
-    mount_path: str = Field(min_length=1, max_length=1024, pattern=r"^/")
-    sub_path: str | None = Field(default=None, max_length=1024, pattern=r"^[^/]")
-    read_only: bool | None = None
+    limits: dict[str, Quantity] | None = Field(
+        default=None,
+        max_length=16,
+        description="Most the container may use, e.g. cpu: 500m, memory: 1Gi (beyond its "
+        "memory limit it is killed, OOMKilled).",
+    )
+    requests: dict[str, Quantity] | None = Field(
+        default=None,
+        max_length=16,
+        description="What the scheduler reserves for the container, e.g. cpu: 100m, memory: 256Mi.",
+    )
 
 
 class ContainerOverride(CRDModel):
@@ -174,7 +182,7 @@ class ContainerOverride(CRDModel):
     env: list[EnvVar] = Field(
         default_factory=list,
         max_length=LIST_MAX,
-        json_schema_extra=_map_list("name"),
+        json_schema_extra=map_list("name"),
         description="Extra environment variables: value, or valueFrom a Secret/ConfigMap key.",
     )
     env_from: list[EnvFromSource] = Field(
@@ -189,7 +197,7 @@ class ContainerOverride(CRDModel):
     volume_mounts: list[VolumeMount] = Field(
         default_factory=list,
         max_length=LIST_MAX,
-        json_schema_extra=_map_list("mountPath"),
+        json_schema_extra=map_list("mountPath"),
         description="Extra mounts of pod.volumes (or of the operator's volumes).",
     )
     ports: FreeFormList | None = Field(
@@ -211,186 +219,11 @@ class ContainerOverride(CRDModel):
 
 # -- the pod ------------------------------------------------------------------------------
 
-TolerationOperator = Literal["Exists", "Equal"]
-TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
-
-
-class Toleration(CRDModel):
-    model_config = ConfigDict(
-        json_schema_extra=cel(
-            (
-                "!has(self.operator) || self.operator != 'Exists' || !has(self.value)"
-                " || self.value == ''",
-                "a toleration with operator Exists takes no value",
-            ),
-            (
-                "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
-                "tolerationSeconds needs effect NoExecute",
-            ),
-            (
-                "has(self.key) || (has(self.operator) && self.operator == 'Exists')",
-                "a toleration without a key needs operator Exists",
-            ),
-        )
-    )
-
-    key: str | None = Field(default=None, max_length=317)
-    operator: TolerationOperator | None = None
-    value: str | None = Field(default=None, max_length=63)
-    effect: TaintEffect | None = None
-    toleration_seconds: int | None = None
-
-
-SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
-NodeOperator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
-_VALUES_RULE = (
-    "self.operator in ['Exists', 'DoesNotExist'] ? !has(self.values) || size(self.values) == 0"
-    " : has(self.values) && size(self.values) > 0",
-    "In, NotIn, Gt and Lt need values; Exists and DoesNotExist take none",
-)
-Values = list[Annotated[str, Field(max_length=NAME_MAX)]]
-
-
-class LabelSelectorRequirement(CRDModel):
-    model_config = ConfigDict(json_schema_extra=cel(_VALUES_RULE))
-
-    key: Key
-    operator: SelectorOperator
-    values: Values | None = Field(default=None, max_length=LIST_MAX)
-
-
-class LabelSelector(CRDModel):
-    match_labels: dict[str, ShortText] | None = Field(default=None, max_length=LIST_MAX)
-    match_expressions: list[LabelSelectorRequirement] | None = Field(
-        default=None, max_length=LIST_MAX
-    )
-
-
-class NodeSelectorRequirement(CRDModel):
-    model_config = ConfigDict(json_schema_extra=cel(_VALUES_RULE))
-
-    key: Key
-    operator: NodeOperator
-    values: Values | None = Field(default=None, max_length=LIST_MAX)
-
-
-class NodeSelectorTerm(CRDModel):
-    match_expressions: list[NodeSelectorRequirement] | None = Field(
-        default=None, max_length=LIST_MAX
-    )
-    match_fields: list[NodeSelectorRequirement] | None = Field(default=None, max_length=LIST_MAX)
-
-
-class NodeSelector(CRDModel):
-    node_selector_terms: list[NodeSelectorTerm] = Field(min_length=1, max_length=LIST_MAX)
-
-
-class PreferredSchedulingTerm(CRDModel):
-    weight: int = Field(ge=1, le=100)
-    preference: NodeSelectorTerm
-
-
-class NodeAffinity(CRDModel):
-    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
-    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] | None = (
-        Field(default=None, max_length=LIST_MAX)
-    )
-
-
-class PodAffinityTerm(CRDModel):
-    topology_key: str = Field(min_length=1, max_length=317)
-    label_selector: LabelSelector | None = None
-    namespace_selector: LabelSelector | None = None
-    namespaces: list[Annotated[str, Field(max_length=NAME_MAX)]] | None = Field(
-        default=None, max_length=LIST_MAX
-    )
-    match_label_keys: list[Key] | None = Field(default=None, max_length=LIST_MAX)
-    mismatch_label_keys: list[Key] | None = Field(default=None, max_length=LIST_MAX)
-
-
-class WeightedPodAffinityTerm(CRDModel):
-    weight: int = Field(ge=1, le=100)
-    pod_affinity_term: PodAffinityTerm
-
-
-class PodAffinity(CRDModel):
-    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] | None = Field(
-        default=None, max_length=LIST_MAX
-    )
-    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] | None = (
-        Field(default=None, max_length=LIST_MAX)
-    )
-
-
-class Affinity(CRDModel):
-    node_affinity: NodeAffinity | None = None
-    pod_affinity: PodAffinity | None = None
-    pod_anti_affinity: PodAffinity | None = None
-
-
-class TopologySpreadConstraint(CRDModel):
-    max_skew: int = Field(ge=1)
-    topology_key: str = Field(min_length=1, max_length=317)
-    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
-    label_selector: LabelSelector | None = None
-    min_domains: int | None = Field(default=None, ge=1)
-    node_affinity_policy: Literal["Honor", "Ignore"] | None = None
-    node_taints_policy: Literal["Honor", "Ignore"] | None = None
-    match_label_keys: list[Key] | None = Field(default=None, max_length=LIST_MAX)
-
 
 class LocalObjectReference(CRDModel):
-    name: ObjectName
+    """An object of the resource's namespace, by name."""
 
-
-class KeyToPath(CRDModel):
-    key: str = Field(min_length=1, max_length=253)
-    path: str = Field(min_length=1, max_length=1024, pattern=r"^[^/]")
-    mode: int | None = Field(default=None, ge=0, le=0o777)
-
-
-class ConfigMapVolume(CRDModel):
-    name: ObjectName
-    items: list[KeyToPath] | None = Field(default=None, max_length=LIST_MAX)
-    default_mode: int | None = Field(default=None, ge=0, le=0o777)
-    optional: bool | None = None
-
-
-class SecretVolume(CRDModel):
-    secret_name: ObjectName
-    items: list[KeyToPath] | None = Field(default=None, max_length=LIST_MAX)
-    default_mode: int | None = Field(default=None, ge=0, le=0o777)
-    optional: bool | None = None
-
-
-class EmptyDirVolume(CRDModel):
-    medium: Literal["", "Memory"] | None = None
-    size_limit: Quantity | None = None
-
-
-class ClaimVolume(CRDModel):
-    claim_name: ObjectName
-    read_only: bool | None = None
-
-
-VOLUME_SOURCES = ("configMap", "secret", "emptyDir", "persistentVolumeClaim")
-
-
-class Volume(CRDModel):
-    """A pod volume from a ConfigMap, a Secret, an emptyDir or a claim."""
-
-    model_config = ConfigDict(
-        json_schema_extra=_exactly_one(
-            VOLUME_SOURCES,
-            "a volume takes exactly one of configMap, secret, emptyDir, persistentVolumeClaim",
-        )
-    )
-
-    name: str = Field(min_length=1, max_length=NAME_MAX, pattern=VOLUME_NAME)
-    config_map: ConfigMapVolume | None = None
-    secret: SecretVolume | None = None
-    empty_dir: EmptyDirVolume | None = None
-    persistent_volume_claim: ClaimVolume | None = None
+    name: ObjectName = Field(description="The object's name.")
 
 
 class PodOverride(CRDModel):
@@ -407,22 +240,42 @@ class PodOverride(CRDModel):
     annotations: dict[str, Annotated[str, Field(max_length=TEXT_ANNOTATION)]] | None = Field(
         default=None, max_length=LIST_MAX, description="Extra annotations of the pods."
     )
-    node_selector: dict[str, ShortText] | None = Field(default=None, max_length=LIST_MAX)
-    tolerations: list[Toleration] | None = Field(default=None, max_length=LIST_MAX)
+    node_selector: dict[str, ShortText] | None = Field(
+        default=None,
+        max_length=LIST_MAX,
+        description="Node labels the pods' node must have (e.g. kubernetes.io/arch: amd64); "
+        "a pod no node matches stays Pending, reason Unschedulable.",
+    )
+    tolerations: list[Toleration] | None = Field(
+        default=None,
+        max_length=LIST_MAX,
+        description="Taints of nodes the pods may run on (e.g. dedicated GPU nodes).",
+    )
     affinity: Affinity | None = Field(
         default=None, description="Replaces the operator's default (a store's replica spread)."
     )
     topology_spread_constraints: list[TopologySpreadConstraint] | None = Field(
-        default=None, max_length=16
+        default=None,
+        max_length=16,
+        description="How the replicas spread over nodes or zones.",
     )
-    priority_class_name: str | None = Field(default=None, max_length=253, pattern=SUBDOMAIN)
+    priority_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=SUBDOMAIN,
+        description="PriorityClass of the pods: who is scheduled first and preempted last.",
+    )
     image_pull_secrets: list[LocalObjectReference] | None = Field(
-        default=None, max_length=16, json_schema_extra=_map_list("name")
+        default=None,
+        max_length=16,
+        json_schema_extra=map_list("name"),
+        description="Secrets (type kubernetes.io/dockerconfigjson) with the credentials of a "
+        "private registry the image is pulled from.",
     )
     volumes: list[Volume] | None = Field(
         default=None,
         max_length=LIST_MAX,
-        json_schema_extra=_map_list("name"),
+        json_schema_extra=map_list("name"),
         description="Extra volumes; a name the operator uses is refused.",
     )
     security_context: FreeForm | None = Field(

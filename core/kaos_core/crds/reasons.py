@@ -24,6 +24,16 @@ AVAILABLE: Final = "Available"
 DEPLOYMENT_PROGRESSING: Final = "DeploymentProgressing"
 DEPENDENCIES_AVAILABLE: Final = "DependenciesAvailable"
 WAITING_FOR_DEPENDENCIES: Final = "WaitingForDependencies"
+# Why a resource's Deployment is not available, read from its pods, claims and the
+# claims' Events while it is not (kaos_operator.workload). The first two need someone to
+# change something: the phase is Failed. The others may resolve by themselves (a
+# provisioner, a new node, a Secret created after the resource): the phase stays Pending.
+IMAGE_PULL_FAILED: Final = "ImagePullFailed"
+CRASH_LOOPING: Final = "CrashLooping"
+CLAIM_PENDING: Final = "ClaimPending"
+UNSCHEDULABLE: Final = "Unschedulable"
+CONTAINER_CONFIG_ERROR: Final = "ContainerConfigError"
+POD_CREATION_FAILED: Final = "PodCreationFailed"
 MODEL_API_NOT_FOUND: Final = "ModelAPINotFound"
 MODEL_API_NOT_READY: Final = "ModelAPINotReady"
 MCP_SERVER_NOT_FOUND: Final = "MCPServerNotFound"

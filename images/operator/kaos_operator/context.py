@@ -1,9 +1,11 @@
 """What a reconciler may ask of the operator: the narrow side of the controller.
 
 Reconcilers read the caches, apply and prune their objects, write status and record
-Events only through ``ReconcileContext``. The controller implements it over informers
-and the API client; unit tests implement it over plain dictionaries, so a reconciler
-is exercised without a cluster and without importing the controller.
+Events only through ``ReconcileContext``, and read pods and Events (to say why a
+Deployment is not available) only through ``WorkloadReader``. The controller implements
+both over informers and the API client; unit tests implement them over plain
+dictionaries, so a reconciler is exercised without a cluster and without importing the
+controller.
 """
 
 from __future__ import annotations
@@ -45,4 +47,18 @@ class ReconcileContext(Protocol):
 
     async def record_event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
         """A Kubernetes Event on ``obj``, best effort (never raises)."""
+        ...
+
+
+class WorkloadReader(Protocol):
+    """Reads a reconciler makes only while a Deployment is not available, to say why
+    (``kaos_operator.workload``). Both raise ``ApiError``; the caller reports the generic
+    state when they do."""
+
+    async def pods(self, namespace: str, selector: str) -> list[Obj]:
+        """The pods in ``namespace`` matching the label ``selector``."""
+        ...
+
+    async def events_about(self, namespace: str, kind: str, name: str) -> list[Obj]:
+        """The Events in ``namespace`` about the object ``kind``/``name``."""
         ...

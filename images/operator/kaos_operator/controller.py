@@ -30,7 +30,7 @@ from kaos_operator.apply import apply_all, controller_uid, prune
 from kaos_operator.desired.common import MANAGED_BY_SELECTOR
 from kaos_operator.events import EventRecorder
 from kaos_operator.index import ObjKey, RefIndex
-from kaos_operator.kube import KubeClient, Obj, ResourceType, owned_types
+from kaos_operator.kube import EVENTS, PODS, KubeClient, Obj, ResourceType, owned_types
 from kaos_operator.metrics import OperatorMetrics
 from kaos_operator.queue import Workers, WorkQueue
 from kaos_operator.reconcilers import Reconciler, build_reconcilers
@@ -92,7 +92,7 @@ class Controller:
             inf = Informer(client, rt, namespace=ns, label_selector=MANAGED_BY_SELECTOR)
             inf.add_handler(self._owned_handler(rt))
             self.owned[rt.kind] = inf
-        self.reconcilers: dict[str, Reconciler[Any]] = build_reconcilers(self)
+        self.reconcilers: dict[str, Reconciler[Any]] = build_reconcilers(self, workload_reader=self)
         self.synced = False
         self._workers = Workers(self.queue, self._handle, queue.workers)
         metrics.queue_depth.set_function(lambda: self.queue.depth)
@@ -195,6 +195,20 @@ class Controller:
 
     async def record_event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
         await self.recorder.record(obj, type_, reason, message)
+
+    # -- the reconcilers' workload reader (only while a Deployment is not available) --------
+
+    async def pods(self, namespace: str, selector: str) -> list[Obj]:
+        doc = await self.client.list(PODS, namespace, label_selector=selector)
+        return list(doc.get("items") or [])
+
+    async def events_about(self, namespace: str, kind: str, name: str) -> list[Obj]:
+        doc = await self.client.list(
+            EVENTS,
+            namespace,
+            field_selector=f"involvedObject.kind={kind},involvedObject.name={name}",
+        )
+        return list(doc.get("items") or [])
 
     # -- running ---------------------------------------------------------------------
 

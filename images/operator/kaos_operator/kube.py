@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
+import yaml
 from kaos_core.crds.common import GROUP, VERSION, KindInfo
 from kaos_core.tracing import adopt_session
 from kubernetes_asyncio import client as k8s
@@ -71,6 +74,9 @@ SERVICEACCOUNTS = ResourceType("", "v1", "serviceaccounts", "ServiceAccount")
 NETWORKPOLICIES = ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = ResourceType("", "v1", "events", "Event")
+# Read, never written: a resource's pods and its claims' Events say why its Deployment is
+# not available (kaos_operator.workload), listed only while it is not.
+PODS = ResourceType("", "v1", "pods", "Pod")
 NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", namespaced=False)
 CRDS = ResourceType(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
@@ -158,6 +164,69 @@ class ApiMetrics:
         )
 
 
+class ClusterConfigError(Exception):
+    """No usable way to reach a cluster: no kubeconfig and not in a pod, or a kubeconfig
+    that cannot be read. A configuration mistake: the message says what to set."""
+
+
+IN_CLUSTER_HINT = "set KUBECONFIG to a kubeconfig file, or run the operator in the cluster"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+async def load_configuration(kubeconfig: str | None = None) -> k8s.Configuration:
+    """The client configuration from ``kubeconfig``, else the pod's service account, else
+    ``~/.kube/config``; ``ClusterConfigError`` when none of them is usable."""
+    configuration = k8s.Configuration()
+    if not kubeconfig:
+        try:
+            k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+            return configuration
+        except k8s_config.ConfigException as exc:
+            kubeconfig = _default_kubeconfig(exc)
+    _check_files(kubeconfig)
+    try:
+        await k8s_config.load_kube_config(
+            config_file=kubeconfig, client_configuration=configuration
+        )
+    except (k8s_config.ConfigException, yaml.YAMLError, OSError, ValueError) as exc:
+        raise ClusterConfigError(
+            f"cannot use the kubeconfig {kubeconfig}: {_one_line(exc)}; "
+            "fix it, or point KUBECONFIG at another one"
+        ) from None
+    return configuration
+
+
+def _default_kubeconfig(in_cluster: Exception) -> str:
+    """~/.kube/config, when it exists (the operator is not in a pod: ``in_cluster``)."""
+    default = Path("~/.kube/config").expanduser()
+    if default.exists():
+        return str(default)
+    not_in_pod = (
+        "KUBERNETES_SERVICE_HOST is not set"
+        if not os.environ.get("KUBERNETES_SERVICE_HOST")
+        else _one_line(in_cluster)
+    )
+    raise ClusterConfigError(
+        f"no cluster to connect to: not running in a pod ({not_in_pod}) and no kubeconfig"
+        f" ({default} does not exist); " + IN_CLUSTER_HINT
+    )
+
+
+def _check_files(kubeconfig: str) -> None:
+    """Every file of ``kubeconfig`` (a KUBECONFIG list) exists: checked here, as the library
+    would log a warning of its own and go on to a vaguer error."""
+    missing = [p for p in kubeconfig.split(os.pathsep) if p and not Path(p).expanduser().exists()]
+    if missing:
+        raise ClusterConfigError(
+            f"KUBECONFIG names {', '.join(missing)}, which does not exist; " + IN_CLUSTER_HINT
+        )
+
+
 class KubeClient:
     """Requests against one API server; owns its kubernetes-asyncio ApiClient."""
 
@@ -169,19 +238,9 @@ class KubeClient:
     async def connect(
         cls, kubeconfig: str | None = None, metrics: ApiMetrics | None = None
     ) -> KubeClient:
-        """From a kubeconfig file, else the pod's service account."""
-        configuration = k8s.Configuration()
-        if kubeconfig:
-            await k8s_config.load_kube_config(
-                config_file=kubeconfig, client_configuration=configuration
-            )
-        else:
-            try:
-                k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-                    client_configuration=configuration
-                )
-            except k8s_config.ConfigException:
-                await k8s_config.load_kube_config(client_configuration=configuration)
+        """From a kubeconfig file, else the pod's service account, else ~/.kube/config
+        (``load_configuration``; ``ClusterConfigError`` when none is usable)."""
+        configuration = await load_configuration(kubeconfig)
         # Many watches stay open at once; leave room for the requests beside them.
         configuration.connection_pool_maxsize = 64
         api = k8s.ApiClient(configuration)
@@ -245,8 +304,11 @@ class KubeClient:
         namespace: str | None = None,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> Obj:
         query = [("labelSelector", label_selector)] if label_selector else []
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         return await self.request("GET", rt.path(namespace), query=query)
 
     async def create(self, rt: ResourceType, namespace: str | None, body: Obj) -> Obj:

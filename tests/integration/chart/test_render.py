@@ -170,7 +170,10 @@ def test_cluster_role_grants_only_what_the_operator_uses(helm: Helm) -> None:
         ("", "serviceaccounts"): crud,
         ("networking.k8s.io", "networkpolicies"): crud,
         ("policy", "poddisruptionbudgets"): crud,
-        ("", "events"): {"create"},
+        # Listed only while a resource's Deployment is not available, to name the cause
+        # in its Ready condition (a claim's Events, the pods' states).
+        ("", "events"): {"create", "list"},
+        ("", "pods"): {"list"},
     }
     assert grants == expected
     assert not any("resourceNames" in rule for rule in role["rules"])
@@ -451,6 +454,11 @@ def test_notes_tell_what_was_installed_and_what_stays(helm: Helm) -> None:
     assert "kubectl delete crd agents.kaos.tools" in notes
     assert "kaos-pgvector-connection (key `dsn`) in kaos-system, team-a" in notes
     assert "NOT for production" in notes
+    # An install from the OCI chart has no samples/ directory: the CLI carries them.
+    assert "kubectl apply -f samples/" not in notes
+    assert "pip install kaos-tools" in notes
+    assert "kaos samples deploy $s --wait" in notes
+    assert "kubectl explain agents.spec" in notes
 
 
 def test_operator_reads_every_variable_the_chart_sets(helm: Helm) -> None:

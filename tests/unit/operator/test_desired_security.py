@@ -85,8 +85,9 @@ def open_objects() -> dict[str, list[dict[str, Any]]]:
 
 
 def test_security_off_leaves_every_object_byte_identical() -> None:
-    """The golden file was rendered by the builders before security existed; callers in
-    a context are ignored with security off."""
+    """The golden file was rendered by the builders before security existed (reordered
+    since only to put a store's claim before its Deployment); callers in a context are
+    ignored with security off."""
     dumped = json.dumps(open_objects(), sort_keys=True, indent=1) + "\n"
     assert dumped == GOLDEN.read_text()
     with_callers = desired_agent_objects(agent(), agent_ctx(OPEN, callers=("x",)))

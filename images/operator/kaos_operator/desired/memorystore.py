@@ -234,10 +234,12 @@ def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
 
 
 def desired_memorystore_objects(store: MemoryStore, ctx: MemoryStoreContext) -> list[Obj]:
-    """Deployment and Service; a PVC when local; a PDB when two or more replicas."""
-    objects = [memory_store_deployment(store, ctx), service(store, MEMORY_PORT)]
-    if store.spec.storage.type == "local":
-        objects.append(_pvc(store))
+    """A PVC when local, Deployment and Service; a PDB when two or more replicas.
+
+    The claim comes first: a pod created before its claim is reported unschedulable
+    ("persistentvolumeclaim not found") until the claim appears."""
+    objects = [_pvc(store)] if store.spec.storage.type == "local" else []
+    objects += [memory_store_deployment(store, ctx), service(store, MEMORY_PORT)]
     if store.spec.effective_replicas() >= 2:
         objects.append(_pdb(store))
     if ctx.posture.security_enabled:

@@ -323,10 +323,12 @@ def _hosted_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
             "seccompProfile": {"type": "RuntimeDefault"},
         },
     )
+    # The claim first: a pod created before its claim is reported unschedulable
+    # ("persistentvolumeclaim not found") until the claim appears.
     return [
+        _models_pvc(api, server),
         with_overrides(dep, spec, reserved=RESERVED_ENV),
         service(api, OLLAMA_PORT),
-        _models_pvc(api, server),
     ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kaos_operator.capabilities import CapabilityReader, read_capabilities
-from kaos_operator.context import ReconcileContext
+from kaos_operator.context import ReconcileContext, WorkloadReader
 from kaos_operator.reconcilers.agent import AgentReconciler
 from kaos_operator.reconcilers.base import Outcome, Reconciler
 from kaos_operator.reconcilers.mcpserver import MCPServerReconciler
@@ -21,15 +21,25 @@ def build_reconcilers(
     clock: Clock = utc_now,
     tool_lister: ToolLister = list_tool_names,
     capability_reader: CapabilityReader = read_capabilities,
+    workload_reader: WorkloadReader | None = None,
 ) -> dict[str, Reconciler[Any]]:
     """A reconciler of every kind, keyed by kind; ``clock`` stamps condition transitions,
     ``tool_lister`` reads an MCP server's tools (``kaos_operator.tools``),
-    ``capability_reader`` a ModelAPI's models' capabilities (``kaos_operator.capabilities``)."""
+    ``capability_reader`` a ModelAPI's models' capabilities (``kaos_operator.capabilities``),
+    ``workload_reader`` pods and Events while a Deployment is not available
+    (``kaos_operator.workload``; without it the status says only "progressing")."""
     built: list[Reconciler[Any]] = [
-        AgentReconciler(ctx, clock=clock),
-        ModelAPIReconciler(ctx, clock=clock, capability_reader=capability_reader),
-        MCPServerReconciler(ctx, clock=clock, tool_lister=tool_lister),
-        MemoryStoreReconciler(ctx, clock=clock),
+        AgentReconciler(ctx, clock=clock, workload_reader=workload_reader),
+        ModelAPIReconciler(
+            ctx,
+            clock=clock,
+            capability_reader=capability_reader,
+            workload_reader=workload_reader,
+        ),
+        MCPServerReconciler(
+            ctx, clock=clock, tool_lister=tool_lister, workload_reader=workload_reader
+        ),
+        MemoryStoreReconciler(ctx, clock=clock, workload_reader=workload_reader),
     ]
     return {r.kind: r for r in built}
 

@@ -16,7 +16,7 @@ from kaos_operator.desired.mcpserver import mcp_endpoint
 from kaos_operator.desired.memorystore import memory_store_endpoint
 from kaos_operator.desired.modelapi import model_api_endpoint
 from kaos_operator.kube import Obj
-from kaos_operator.reconcilers.base import Reconciler, deployment_state, is_ready
+from kaos_operator.reconcilers.base import Reconciler, is_ready
 from kaos_operator.status import StatusBuilder
 
 
@@ -211,10 +211,11 @@ class AgentReconciler(Reconciler[Agent]):
                     reasons.MEMORY_DEGRADED, False, reasons.MEMORY_STORE_READY, "store Ready"
                 )
         await self.tools_status(agent, found, model_name or "", status)
-        dep = deployment_state(self.owned_deployment(agent))
-        status.fields.update(replicas=dep.replicas, readyReplicas=dep.ready_replicas)
-        self.workload_status(status, dep)
+        # No message while it waits on nothing but its rollout (the workload's cause, if
+        # one is found, puts its own).
         status.fields["message"] = None
+        dep = await self.workload_status(agent, status, self.owned_deployment(agent))
+        status.fields.update(replicas=dep.replicas, readyReplicas=dep.ready_replicas)
 
     async def tools_status(
         self, agent: Agent, found: Resolution, model: str, status: StatusBuilder

@@ -32,11 +32,18 @@ from kaos_core.crds.gateway import GatewayRoute
 from pydantic import ValidationError
 
 from kaos_operator.apply import conflicts, desired_hash
-from kaos_operator.context import ReconcileContext
+from kaos_operator.context import ReconcileContext, WorkloadReader
 from kaos_operator.desired.gateway import route_path
 from kaos_operator.desired.overrides import SpecRefused
-from kaos_operator.kube import DEPLOYMENTS, ApiError, Obj, PermanentError, ResourceType
+from kaos_operator.kube import DEPLOYMENTS, PVCS, ApiError, Obj, PermanentError, ResourceType
 from kaos_operator.status import Clock, StatusBuilder, retrying_status, status_differs, utc_now
+from kaos_operator.workload import (
+    WorkloadProblem,
+    claims_of,
+    diagnose,
+    pending_claims,
+    pod_selector,
+)
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +115,18 @@ def recheck_delay(failures: int) -> float:
     return float(min(RECHECK_BASE * 2 ** max(failures - 1, 0), RECHECK_MAX))
 
 
+# A Deployment that is not available is looked at again after 5, 10, 20 ... seconds, at
+# most a minute apart: its pods change state (pulling, crashing, running) without a
+# change of the Deployment that would queue the resource.
+WORKLOAD_RECHECK_BASE = 5.0
+WORKLOAD_RECHECK_MAX = 60.0
+
+
+def workload_recheck_delay(checks: int) -> float:
+    """The wait before the next look at a Deployment not available ``checks`` times in a row."""
+    return float(min(WORKLOAD_RECHECK_BASE * 2 ** max(checks - 1, 0), WORKLOAD_RECHECK_MAX))
+
+
 @dataclass(frozen=True)
 class ReadFailure:
     """A failed read of a backend: the error, and the wait before the next read."""
@@ -160,10 +179,21 @@ class Reconciler(ABC, Generic[R]):
 
     model: ClassVar[type[CustomObject]]
 
-    def __init__(self, ctx: ReconcileContext, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        ctx: ReconcileContext,
+        *,
+        clock: Clock = utc_now,
+        workload_reader: WorkloadReader | None = None,
+    ) -> None:
+        """``workload_reader``: reads pods and Events to say why a Deployment is not
+        available; without one the status says only that it is progressing."""
         self.ctx = ctx
         self.rt = ResourceType.of_kind(self.model.info)
         self._clock = clock
+        self._workload_reader = workload_reader
+        # (namespace, name) -> looks in a row at its Deployment not being available.
+        self._unavailable: dict[tuple[str, str], int] = {}
         # (namespace, name) -> (uid, generation, hash of desired objects) of the last
         # apply the API server refused, with its error: the same apply is not sent again.
         self._refused: dict[tuple[str, str], tuple[tuple[str, int, str], PermanentError]] = {}
@@ -183,6 +213,7 @@ class Reconciler(ABC, Generic[R]):
         if raw is None or raw["metadata"].get("deletionTimestamp"):
             # Owner references let the garbage collector delete what the resource owned.
             self._refused.pop((namespace, name), None)
+            self._unavailable.pop((namespace, name), None)
             return Outcome.GONE
         status = StatusBuilder(raw.get("status"), raw["metadata"].get("generation", 0), self._clock)
         outcome = Outcome.OK
@@ -282,15 +313,65 @@ class Reconciler(ABC, Generic[R]):
         self._refused.pop(key, None)
         return True
 
-    def workload_status(self, status: StatusBuilder, dep: DeploymentState) -> None:
+    async def workload_status(
+        self,
+        res: CustomObject,
+        status: StatusBuilder,
+        live: Obj | None,
+        *,
+        storage_field: str | None = None,
+    ) -> DeploymentState:
+        """Ready from the owned Deployment ``live``; while it is not available, why not
+        (``kaos_operator.workload``): a stuck cause fails the phase. ``storage_field``
+        names where the spec sets the storage class of the Deployment's claim."""
+        dep = deployment_state(live)
+        key = (res.namespace, res.name)
         if dep.available:
+            self._unavailable.pop(key, None)
             status.condition(reasons.READY, True, reasons.AVAILABLE, "deployment available")
             status.fields["phase"] = reasons.PHASE_READY
-        else:
+            return dep
+        problem = await self._workload_problem(res, live, storage_field)
+        if problem is None:
             status.condition(
                 reasons.READY, False, reasons.DEPLOYMENT_PROGRESSING, "waiting for the deployment"
             )
             status.fields["phase"] = reasons.PHASE_PENDING
+        else:
+            status.condition(reasons.READY, False, problem.reason, problem.message)
+            phase = reasons.PHASE_FAILED if problem.stuck else reasons.PHASE_PENDING
+            status.fields.update(phase=phase, message=problem.message)
+        if self._workload_reader is not None and live is not None:
+            checks = self._unavailable.get(key, 0) + 1
+            self._unavailable[key] = checks
+            status.recheck(workload_recheck_delay(checks))
+        return dep
+
+    async def _workload_problem(
+        self, res: CustomObject, live: Obj | None, storage_field: str | None
+    ) -> WorkloadProblem | None:
+        """What the Deployment's pods, claims and the claims' Events say (None: nothing
+        specific, or they could not be read)."""
+        reader = self._workload_reader
+        selector = pod_selector(live) if live is not None else None
+        if reader is None or live is None or selector is None:
+            return None
+        claims = {name: self.ctx.live(PVCS, res.namespace, name) for name in claims_of(live)}
+        try:
+            pods = await reader.pods(res.namespace, selector)
+            events = {
+                name: await reader.events_about(res.namespace, "PersistentVolumeClaim", name)
+                for name in pending_claims(claims)
+            }
+        except ApiError as exc:
+            # Without the rights (an older chart's RBAC) or the API server: the generic
+            # state, never a failed reconcile.
+            log.info(
+                "pods not read",
+                extra={"key": f"{res.namespace}/{res.name}", "status": exc.status},
+            )
+            return None
+        return diagnose(live, pods, claims, events, storage_field=storage_field)
 
     def route_status(
         self, res: CustomObject, route: GatewayRoute | None, status: StatusBuilder

@@ -8,15 +8,10 @@ import logging
 
 from kaos_core.crds import Agent, MCPServer, reasons
 
-from kaos_operator.context import ReconcileContext
+from kaos_operator.context import ReconcileContext, WorkloadReader
 from kaos_operator.desired import McpContext, desired_mcpserver_objects, security
 from kaos_operator.desired.mcpserver import server_endpoint
-from kaos_operator.reconcilers.base import (
-    BackendReads,
-    ReadFailure,
-    Reconciler,
-    deployment_state,
-)
+from kaos_operator.reconcilers.base import BackendReads, ReadFailure, Reconciler
 from kaos_operator.status import Clock, StatusBuilder, utc_now
 from kaos_operator.tools import ToolLister, list_tool_names
 
@@ -39,8 +34,9 @@ class MCPServerReconciler(Reconciler[MCPServer]):
         *,
         clock: Clock = utc_now,
         tool_lister: ToolLister = list_tool_names,
+        workload_reader: WorkloadReader | None = None,
     ) -> None:
-        super().__init__(ctx, clock=clock)
+        super().__init__(ctx, clock=clock, workload_reader=workload_reader)
         self._list_tools = tool_lister
         # A server's tools change only with its spec: one listing per generation.
         self._tools: BackendReads[list[str]] = BackendReads()
@@ -63,8 +59,7 @@ class MCPServerReconciler(Reconciler[MCPServer]):
         status.fields["endpoint"] = endpoint
         if await self.converge(res, desired_mcpserver_objects(res, ctx), status):
             self.route_status(res, res.spec.gateway_route, status)
-            dep = deployment_state(self.owned_deployment(res))
-            self.workload_status(status, dep)
+            dep = await self.workload_status(res, status, self.owned_deployment(res))
             if dep.available:
                 await self._tool_status(res, endpoint, status)
 

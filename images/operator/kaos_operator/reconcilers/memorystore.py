@@ -8,7 +8,7 @@ from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 from kaos_operator.desired import MemoryStoreContext, desired_memorystore_objects, security
 from kaos_operator.desired.memorystore import memory_store_endpoint
 from kaos_operator.desired.modelapi import model_api_endpoint
-from kaos_operator.reconcilers.base import Reconciler, deployment_state
+from kaos_operator.reconcilers.base import Reconciler
 from kaos_operator.status import StatusBuilder
 
 
@@ -49,9 +49,13 @@ class MemoryStoreReconciler(Reconciler[MemoryStore]):
             telemetry=settings.telemetry,
         )
         if await self.converge(res, desired_memorystore_objects(res, ctx), status):
-            dep = deployment_state(self.owned_deployment(res))
+            dep = await self.workload_status(
+                res,
+                status,
+                self.owned_deployment(res),
+                storage_field="spec.storage.storageClassName",
+            )
             status.fields["readyReplicas"] = dep.ready_replicas
-            self.workload_status(status, dep)
 
 
 def _default_model(api: ModelAPI) -> str:

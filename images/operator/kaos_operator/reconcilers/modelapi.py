@@ -10,7 +10,7 @@ from dataclasses import replace
 from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 
 from kaos_operator.capabilities import CapabilityReader, read_capabilities
-from kaos_operator.context import ReconcileContext
+from kaos_operator.context import ReconcileContext, WorkloadReader
 from kaos_operator.desired import ModelAPIContext, desired_modelapi_objects, security
 from kaos_operator.desired.modelapi import model_api_endpoint
 from kaos_operator.reconcilers.base import (
@@ -18,7 +18,6 @@ from kaos_operator.reconcilers.base import (
     DeploymentState,
     ReadFailure,
     Reconciler,
-    deployment_state,
 )
 from kaos_operator.status import Clock, StatusBuilder, utc_now
 
@@ -36,8 +35,9 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
         *,
         clock: Clock = utc_now,
         capability_reader: CapabilityReader = read_capabilities,
+        workload_reader: WorkloadReader | None = None,
     ) -> None:
-        super().__init__(ctx, clock=clock)
+        super().__init__(ctx, clock=clock, workload_reader=workload_reader)
         self._read_capabilities = capability_reader
         # What a model can do changes only with the spec (or the image): one read per generation.
         self._capabilities: BackendReads[dict[str, list[str]]] = BackendReads()
@@ -62,8 +62,12 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
                 store_clients=tuple(security.stores_using_model_api(res.name, stores)),
             )
         if await self.converge(res, desired_modelapi_objects(res, ctx), status):
-            dep = deployment_state(self.owned_deployment(res))
-            self.workload_status(status, dep)
+            dep = await self.workload_status(
+                res,
+                status,
+                self.owned_deployment(res),
+                storage_field="spec.serverConfig.storage.storageClassName",
+            )
             self.route_status(res, res.spec.gateway_route, status)
             self._pull_status(res, dep, status)
             await self._capability_status(res, endpoint, dep, status)
