@@ -1,8 +1,10 @@
 """The ``kaos`` command tree and how its errors reach the user.
 
-Every command returns its exit status. ``run`` turns a ``CliError`` into one
-``error: ...`` line on stderr, a usage mistake into one line naming the help to read
-(exit 2), and Ctrl-C into exit 130; no traceback reaches the user.
+Every command returns its exit status. ``run`` turns a ``CliError`` into ``error: ...`` on
+stderr (one line, or a first line with what follows indented under it), a usage mistake
+into one line naming the help to read (exit 2), a group given no command into its help
+(exit 2, as click does), and Ctrl-C into exit 130; no traceback reaches the user. The
+exit statuses are documented in docs/cli.md.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from kaos_cli.commands.memorystore import memorystore_group
 from kaos_cli.commands.modelapi import modelapi_group
 from kaos_cli.commands.samples import samples_group
 from kaos_cli.commands.system import system_group
-from kaos_cli.tools import EXIT_ENVIRONMENT, CliError
+from kaos_cli.tools import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, CliError, without_prefix
 from kaos_cli.ui.command import ui_command
 
 PROG = "kaos"
@@ -74,7 +76,15 @@ for group in (
 def _usage_line(exc: click.UsageError) -> str:
     path = exc.ctx.command_path if exc.ctx is not None else PROG
     message = " ".join(exc.format_message().split())
-    return f"error: {message} (see: {path} --help)"
+    return error_text(f"{message} (see: {path} --help)")
+
+
+def error_text(message: str) -> str:
+    """The one way an error reaches the user: ``error: `` and the first line (without a
+    tool's own ``error:``), then any further lines indented under it."""
+    lines = [ln.rstrip() for ln in message.strip().splitlines() if ln.strip()] or ["failed"]
+    rest = [ln if ln.startswith(" ") else f"  {ln}" for ln in lines[1:]]
+    return "\n".join([f"error: {without_prefix(lines[0])}", *rest])
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -83,8 +93,13 @@ def run(argv: Sequence[str] | None = None) -> int:
         result = cli.main(args=args, prog_name=PROG, standalone_mode=False)
     except CliError as exc:
         sys.stdout.flush()
-        print(f"error: {exc.message}", file=sys.stderr)
+        print(error_text(exc.message), file=sys.stderr)
         return exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # A group without a command: its help, as click prints it (usage, exit 2).
+        sys.stdout.flush()
+        exc.show()
+        return EXIT_ENVIRONMENT
     except click.UsageError as exc:
         sys.stdout.flush()
         print(_usage_line(exc), file=sys.stderr)
@@ -93,9 +108,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         return int(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except click.ClickException as exc:
-        print(f"error: {exc.format_message()}", file=sys.stderr)
+        print(error_text(exc.format_message()), file=sys.stderr)
         return exc.exit_code
     if isinstance(result, int):
         return result

@@ -2,8 +2,9 @@
 
 The models give each kind its name, plural and resource (``agents.kaos.tools``), the same
 ones the generated CRDs declare; this table adds only what the CLI and the console show or
-reach: the command group, the list's columns, the container whose logs matter and the
-ports clients reach the Services on.
+reach: the command group, the list's columns (coloured by ``kaos_cli.health``; an
+Agent's HEALTH says Degraded when it is Ready but its memory is not), the container whose
+logs matter and the ports clients reach the Services on.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 from kaos_core.crds import Agent, CustomObject, MCPServer, MemoryStore, ModelAPI
 from kaos_core.crds.common import KindInfo
 
-from kaos_cli.objects import age, ready_of, spec, status
+from kaos_cli.health import condition_tone, health, phase_tone
+from kaos_cli.objects import age, condition, ready_of, spec, status
+from kaos_cli.output import Toned
 
 Column = tuple[str, Callable[[dict[str, Any]], object]]
 
@@ -87,7 +90,24 @@ def _replicas(obj: dict[str, Any]) -> str:
     return f"{st.get('readyReplicas') or 0}/{st.get('replicas')}"
 
 
-PHASE: Column = ("phase", lambda o: status(o).get("phase"))
+def _phase(obj: dict[str, Any]) -> Toned:
+    phase = status(obj).get("phase")
+    return Toned(phase, phase_tone(phase))
+
+
+def _ready(obj: dict[str, Any]) -> Toned:
+    value = ready_of(obj)
+    reason = (condition(obj, "Ready") or {}).get("reason") or ""
+    return Toned(value, condition_tone("Ready", value, str(reason)))
+
+
+def _health(obj: dict[str, Any]) -> Toned:
+    """Ready, Degraded (Ready but its memory is not), Failed, or the phase on its way."""
+    verdict = health(obj)
+    return Toned(verdict.word, verdict.tone)
+
+
+PHASE: Column = ("phase", _phase)
 ENDPOINT: Column = ("endpoint", lambda o: status(o).get("endpoint"))
 AGE: Column = ("age", age)
 
@@ -102,7 +122,8 @@ AGENT = Kind(
         ("memory", _memory),
         ("delegates", lambda o: ",".join((spec(o).get("agentNetwork") or {}).get("access") or [])),
         PHASE,
-        ("ready", ready_of),
+        ("ready", _ready),
+        ("health", _health),
         AGE,
     ),
     article="an",

@@ -9,15 +9,25 @@ readable line, never a traceback.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-# Exit statuses: 1 the operation failed; 2 the CLI cannot run it here (usage, missing tool,
-# no cluster), as argparse does for usage errors.
+# Exit statuses (docs/cli.md): 1 the operation failed (refused, missing, not Ready, not
+# answering); 2 the CLI cannot run it here (usage, missing tool, no cluster or context, no
+# CRDs), as click and argparse do for usage errors; 130 interrupted.
 EXIT_FAILED = 1
 EXIT_ENVIRONMENT = 2
+EXIT_INTERRUPTED = 130
+
+# A tool's own prefix on its error lines (kubectl, helm): the CLI prints one ``error:`` of
+# its own, so a line it quotes drops this one.
+_TOOL_PREFIX = re.compile(
+    r"^(?:(?:error from server(?: \([A-Za-z]+\))?|error in configuration|error)\s*:\s*)+",
+    re.IGNORECASE,
+)
 
 
 class CliError(Exception):
@@ -81,11 +91,17 @@ def run(
         raise CliError(f"cannot run {argv[0]}: {exc}", EXIT_ENVIRONMENT) from exc
 
 
+def without_prefix(line: str) -> str:
+    """A tool's line without its ``error:``, ``Error:`` or ``Error from server (Reason):``
+    prefix, so that quoting it never doubles the CLI's own ``error:``."""
+    return _TOOL_PREFIX.sub("", line.strip(), count=1)
+
+
 def first_line(text: str) -> str:
-    """The most telling line of a tool's stderr: the last one starting with Error, else
-    the first non-empty one."""
+    """The most telling line of a tool's stderr (the last one starting with Error, else
+    the first non-empty one), without the tool's own error prefix."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.lower().startswith("error")]
     if errors:
-        return errors[-1]
+        return without_prefix(errors[-1]) or errors[-1]
     return lines[0] if lines else "(no output)"

@@ -8,8 +8,9 @@ JSON-RPC without streaming: ``SendMessage`` answers the finished task, or the ru
 with ``return_immediately``.
 
 Failures are ``TaskCallFailed``: ``TaskCallRefused`` when the agent answered the call
-with a JSON-RPC error (its code and message), otherwise a one-line reason naming the
-agent's URL. Task states read without the ``TASK_STATE_`` prefix (``COMPLETED``).
+with a JSON-RPC error (its code and message), ``TaskUnreachable`` when no answer came (in
+plain words, not the HTTP library's), otherwise a one-line reason naming the agent's URL.
+Task states read without the ``TASK_STATE_`` prefix (``COMPLETED``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,23 @@ class TaskCallFailed(Exception):
         self.message = message
 
 
+class TaskUnreachable(TaskCallFailed):
+    """No answer from the agent: the connection failed, broke or timed out."""
+
+
+def _transport(exc: BaseException) -> str:
+    """What went wrong with the connection, in plain words (not httpx's text)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return "timed out"
+    if isinstance(exc, httpx.ConnectError):
+        return "could not connect"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "the server closed the connection"
+    if isinstance(exc, httpx.HTTPError):
+        return "the connection failed"
+    return "the answer could not be read"
+
+
 class TaskCallRefused(TaskCallFailed):
     """The agent answered the call with a JSON-RPC error."""
 
@@ -84,7 +102,7 @@ def failure_of(url: str, method: str, exc: A2AError) -> TaskCallFailed:
     if isinstance(cause, httpx.HTTPStatusError):
         return TaskCallFailed(f"agent at {url} answered {cause.response.status_code} to {method}")
     if isinstance(cause, httpx.HTTPError | ValueError):
-        return TaskCallFailed(f"agent at {url} failed: {type(cause).__name__}: {cause}")
+        return TaskUnreachable(f"agent at {url} failed: {_transport(cause)}")
     unmapped = _UNMAPPED.fullmatch(str(exc))
     if unmapped:
         return TaskCallRefused(method, int(unmapped["code"]), unmapped["message"])

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+from kaos_core.http.failures import describe_failure
 from kaos_core.wire import PRINCIPAL_HEADER, SESSION_HEADER
 
 CARD_PATH = "/.well-known/agent-card.json"
@@ -30,10 +31,13 @@ class AgentError(Exception):
 
 
 class AgentUnreachable(AgentError):
-    """No answer: the connection failed, timed out or carried something unreadable."""
+    """No answer: the connection failed, timed out or carried something unreadable;
+    ``cause`` says which in plain words (never the client library's text, which names a
+    local port the user may never have chosen)."""
 
     def __init__(self, url: str, cause: Exception) -> None:
-        super().__init__(f"agent at {url} failed: {type(cause).__name__}: {cause}")
+        self.cause = describe_failure(cause)
+        super().__init__(f"agent at {url} failed: {self.cause}")
 
 
 class AgentRefused(AgentError):

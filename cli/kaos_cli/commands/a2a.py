@@ -12,10 +12,18 @@ from typing import Any
 
 import click
 
-from kaos_cli.clients.a2a import TaskCallFailed, TaskClient, answer_of, state_of, task_client
+from kaos_cli.clients.a2a import (
+    TaskCallFailed,
+    TaskClient,
+    TaskUnreachable,
+    answer_of,
+    state_of,
+    task_client,
+)
 from kaos_cli.clients.agent import headers_for
 from kaos_cli.commands.agent import agent_url, complete_agent
 from kaos_cli.commands.common import CONTEXT_SETTINGS, Cx, common_options
+from kaos_cli.kubectl.forward import Unreachable
 from kaos_cli.kubectl.sync import Kube
 from kaos_cli.output import emit
 from kaos_cli.tools import CliError
@@ -46,13 +54,22 @@ def call(
     with agent_url(kube, agent, url) as base:
         try:
             return asyncio.run(go(base))
+        except TaskUnreachable as exc:
+            raise Unreachable(exc.message, exc.message.rsplit(": ", 1)[-1]) from exc
         except TaskCallFailed as exc:
             raise CliError(exc.message) from exc
 
 
 def show(cx: Cx, tasks: list[dict[str, Any]], document: Any) -> None:
     rows = [[t.get("id"), t.get("contextId"), state_of(t), answer_of(t)] for t in tasks]
-    emit(cx.fmt, document, ["task", "session", "state", "answer"], rows, empty="no tasks")
+    emit(
+        cx.fmt,
+        document,
+        ["task", "session", "state", "answer"],
+        rows,
+        empty="no tasks",
+        wrap=["answer"],
+    )
 
 
 def _talk(fn: Any) -> Any:

@@ -22,6 +22,7 @@ import click
 from kaos_cli.clients.agent import (
     AgentError,
     AgentRefused,
+    AgentUnreachable,
     AnswerBrokeOff,
     chat,
     fetch_card,
@@ -32,9 +33,10 @@ from kaos_cli.clients.agent import (
 )
 from kaos_cli.commands.common import CONTEXT_SETTINGS, Cx, common_options, complete_resource
 from kaos_cli.commands.deploy import deploy, deploy_options
+from kaos_cli.commands.reach import forwarded
 from kaos_cli.commands.resources import add_resource_commands
 from kaos_cli.kinds import AGENT, AGENT_PORT
-from kaos_cli.kubectl.forward import port_forward, service_target
+from kaos_cli.kubectl.forward import Unreachable
 from kaos_cli.kubectl.sync import Kube
 from kaos_cli.output import emit, info, warn
 from kaos_cli.tools import EXIT_ENVIRONMENT, CliError
@@ -62,9 +64,7 @@ def agent_url(kube: Kube, name: str, url: str | None) -> Iterator[str]:
         yield url.rstrip("/")
         return
     obj = kube.get(AGENT.resource, name, missing=AGENT.missing())
-    endpoint = (obj.get("status") or {}).get("endpoint")
-    service, port = service_target(endpoint, name, AGENT_PORT)
-    with port_forward(kube.kubectl, kube.namespace, service, port, context=kube.context) as local:
+    with forwarded(kube, AGENT, obj, AGENT_PORT) as local:
         yield local
 
 
@@ -78,6 +78,8 @@ def failed(exc: AgentError) -> CliError:
         return CliError(f"agent answered {exc.status}: {detail}{hint}")
     if isinstance(exc, AnswerBrokeOff):
         return CliError(f"agent failed mid-answer: {exc.message}")
+    if isinstance(exc, AgentUnreachable):
+        return Unreachable(exc.message, exc.cause)
     return CliError(exc.message)
 
 
@@ -94,6 +96,8 @@ async def answer_turn(
                 sys.stdout.write(piece)
                 sys.stdout.flush()
     except AgentError as exc:
+        sys.stdout.write("\n")  # end the answer's line: the error is a line of its own
+        sys.stdout.flush()
         raise failed(exc) from exc
     sys.stdout.write("\n")
     sys.stdout.flush()
@@ -248,6 +252,7 @@ def tools_cmd(cx: Cx, name: str, url: str | None, principal: str | None, token: 
             ["name", "source", "description"],
             [list(r.values()) for r in rows],
             empty=f"agent {name} has no tools",
+            wrap=["description"],
         )
     else:
         emit(cx.fmt, {"agent": name, "from": source, "tools": rows})

@@ -1,14 +1,14 @@
 """Deploying KAOS objects: from a kind's flags or a manifest, then waiting until Ready.
 
 Each kind's ``deploy`` command builds its spec from flags (``build``) or reads a manifest
-(``-f FILE``); either is applied server-side, and ``--wait`` shows each change of phase
-until every KAOS object is Ready, or fails with what is still missing.
+(``-f FILE``); each object is applied server-side on its own, so a refused one is
+reported with every reason the API server gave while the others are applied, and
+``--wait`` follows them (``commands.wait``).
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,16 +16,13 @@ from typing import Any
 import click
 import yaml
 from kaos_core.crds import API_VERSION
-from rich.text import Text
 
 from kaos_cli.commands.common import Cx
+from kaos_cli.commands.wait import wait_ready
 from kaos_cli.kinds import BY_KIND, Kind
-from kaos_cli.kubectl.sync import Kube
-from kaos_cli.objects import explain, status
-from kaos_cli.output import console, emit, info, print_json
+from kaos_cli.kubectl.sync import Kube, Refused
+from kaos_cli.output import emit, print_json
 from kaos_cli.tools import EXIT_ENVIRONMENT, CliError
-
-POLL_SECONDS = 1.0
 
 
 def secret_ref(value: str, default_key: str) -> dict[str, str]:
@@ -54,13 +51,49 @@ def read_documents(path: str) -> list[dict[str, Any]]:
     return docs
 
 
+def apply_each(
+    kube: Kube, docs: list[dict[str, Any]]
+) -> tuple[list[str], list[Refused], CliError | None]:
+    """Apply every document on its own, so that one the API server refuses is reported
+    with all of its reasons and the others are applied all the same (as kubectl does).
+    Any other failure (no cluster, no permission) stops at that document."""
+    applied: list[str] = []
+    refused: list[Refused] = []
+    for doc in docs:
+        try:
+            applied += kube.apply(doc)
+        except Refused as exc:
+            refused.append(exc)
+        except CliError as exc:
+            return applied, refused, exc
+    return applied, refused, None
+
+
+def refusal(refused: list[Refused], total: int) -> CliError:
+    """One error for the refused objects: each one's reasons under its name."""
+    if len(refused) == 1 and total == 1:
+        return refused[0]
+    lines = [
+        f"all {total} objects were refused:"
+        if len(refused) == total
+        else f"{len(refused)} of {total} objects were refused (the others were applied):"
+    ]
+    for exc in refused:
+        lines += [f"  {line}" for line in exc.message.splitlines()]
+    return CliError("\n".join(lines))
+
+
 def apply_and_wait(cx: Cx, docs: list[dict[str, Any]], wait: bool, timeout: float) -> int:
-    applied = cx.kube.apply(docs)
+    applied, refused, error = apply_each(cx.kube, docs)
     if cx.fmt == "table":
         for line in applied:
             print(f"{line} applied")
-    else:
+    elif applied or error is None:
         emit(cx.fmt, {"applied": applied})
+    if error is not None:
+        raise error
+    if refused:
+        raise refusal(refused, len(docs))
     if not wait:
         return 0
     targets = [
@@ -69,53 +102,6 @@ def apply_and_wait(cx: Cx, docs: list[dict[str, Any]], wait: bool, timeout: floa
         if d.get("kind") in BY_KIND and str(d.get("apiVersion", "")).startswith("kaos.tools/")
     ]
     return wait_ready(cx.kube, targets, timeout)
-
-
-def wait_ready(kube: Kube, targets: list[tuple[Kind, str]], timeout: float) -> int:
-    """Poll until every target is Ready, printing each change of phase or reason; on
-    timeout, one error line with what is still missing (the operator's message)."""
-    deadline = time.monotonic() + timeout
-    last: dict[tuple[str, str], str] = {}
-    pending = list(targets)
-    spinner = console(stderr=True)
-    with spinner.status("waiting", spinner="dots") if spinner.is_terminal else _Null() as live:
-        while pending:
-            still = []
-            for kind, name in pending:
-                obj = kube.find(kind.resource, name) or {}
-                phase = status(obj).get("phase") or "Pending"
-                why = explain(obj) if phase != "Ready" else ""
-                line = f"{kind.cli}/{name}: {phase}{' - ' + why if why else ''}"
-                if last.get((kind.cli, name)) != line:
-                    # On a terminal the spinner owns the last line: print above it.
-                    if live is not None:
-                        spinner.print(line, markup=False, highlight=False)
-                    else:
-                        info(line)
-                    last[(kind.cli, name)] = line
-                if phase != "Ready":
-                    still.append((kind, name, phase, why))
-                if live is not None:
-                    live.update(Text(line))
-            if not still:
-                return 0
-            if time.monotonic() > deadline:
-                kind, name, phase, why = still[0]
-                raise CliError(
-                    f"{kind.cli} {name} not Ready after {timeout:g}s: {phase}"
-                    f"{' - ' + why if why else ''} (see: kaos {kind.cli} describe {name})"
-                )
-            pending = [(k, n) for k, n, _, _ in still]
-            time.sleep(POLL_SECONDS)
-    return 0
-
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def deploy_options(fn: Callable[..., int]) -> Callable[..., int]:

@@ -1,7 +1,9 @@
 """``kaos <kind> describe``: why an object is in its phase, without kubectl.
 
-The spec, the conditions with their reasons and messages, the object's events, and the
-objects the operator made for it with a one-word readiness each.
+The spec, the conditions with their reasons and messages (whole, wrapped to the terminal),
+the object's events, and the objects the operator made for it with a one-word readiness
+each. Colours are ``kaos_cli.health``'s tones: ``MemoryDegraded True`` is a warning, not
+green.
 """
 
 from __future__ import annotations
@@ -9,12 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from rich.text import Text
 
 from kaos_cli.commands.common import Cx
+from kaos_cli.health import condition_tone, health
 from kaos_cli.kinds import Kind
 from kaos_cli.kubectl.sync import Kube
 from kaos_cli.objects import age, explain, since, spec, status
-from kaos_cli.output import console, print_json, print_yaml, table
+from kaos_cli.output import TONE_STYLE, Toned, console, print_json, print_yaml, table
 
 OWNED = "deployments,services,configmaps,persistentvolumeclaims,pods"
 
@@ -27,14 +31,14 @@ def owned_objects(kube: Kube, kind: Kind, name: str) -> list[dict[str, Any]]:
             {
                 "kind": obj.get("kind"),
                 "name": obj["metadata"]["name"],
-                "ready": _object_state(obj),
+                "ready": object_state(obj),
                 "age": age(obj),
             }
         )
     return found
 
 
-def _object_state(obj: dict[str, Any]) -> str:
+def object_state(obj: dict[str, Any]) -> str:
     st = obj.get("status") or {}
     kind = obj.get("kind")
     if kind == "Deployment":
@@ -75,11 +79,13 @@ def events_of(kube: Kube, kind: str, name: str) -> list[dict[str, Any]]:
 def description(kube: Kube, kind: Kind, name: str) -> dict[str, Any]:
     obj = kube.get(kind.resource, name, missing=kind.missing())
     st = status(obj)
+    verdict = health(obj)
     return {
         "kind": kind.kind,
         "name": name,
         "namespace": obj["metadata"].get("namespace"),
         "phase": st.get("phase"),
+        "health": {"state": verdict.word, "tone": verdict.tone, "reason": verdict.reason},
         "message": st.get("message") or explain(obj),
         "endpoint": st.get("endpoint"),
         "spec": spec(obj),
@@ -99,7 +105,14 @@ def describe_object(kind: Kind, cx: Cx, name: str) -> int:
         return 0
     out = console()
     out.print(f"[bold]{kind.kind}[/bold] {doc['namespace']}/{name}")
-    out.print(f"Phase:     {doc['phase'] or '-'}")
+    out.print(f"Phase:     {doc['phase'] or '-'}", markup=False)
+    verdict = doc["health"]
+    out.print(
+        Text("Health:    ").append(
+            verdict["state"] + (f" ({verdict['reason']})" if verdict["reason"] else ""),
+            style=TONE_STYLE.get(verdict["tone"], ""),
+        )
+    )
     if doc["message"]:
         out.print(f"Message:   {doc['message']}", markup=False)
     if doc["endpoint"]:
@@ -113,13 +126,19 @@ def describe_object(kind: Kind, cx: Cx, name: str) -> int:
         [
             [
                 c.get("type"),
-                c.get("status"),
+                Toned(
+                    c.get("status"),
+                    condition_tone(
+                        str(c.get("type")), str(c.get("status")), str(c.get("reason") or "")
+                    ),
+                ),
                 c.get("reason"),
                 c.get("message"),
                 since(c.get("lastTransitionTime")),
             ]
             for c in doc["conditions"]
         ],
+        wrap=["message"],
     )
     out.print("\n[bold]Owned objects[/bold]")
     if doc["owned"]:
@@ -130,7 +149,17 @@ def describe_object(kind: Kind, cx: Cx, name: str) -> int:
     if doc["events"]:
         table(
             ["last", "type", "reason", "count", "message"],
-            [[e["last"], e["type"], e["reason"], e["count"], e["message"]] for e in doc["events"]],
+            [
+                [
+                    e["last"],
+                    Toned(e["type"], "warn" if e["type"] == "Warning" else ""),
+                    e["reason"],
+                    e["count"],
+                    e["message"],
+                ]
+                for e in doc["events"]
+            ],
+            wrap=["message"],
         )
     else:
         out.print("  (none)")

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any, get_args
 from urllib.parse import urlsplit
 
+import aiohttp
 import click
 from kaos_core.errors import BadRequest
 from kaos_core.memory.client import MemoryRequestRejected, MemoryServiceClient, MemoryUnavailable
@@ -38,9 +39,10 @@ from kaos_core.memory.contract import (
 from kaos_core.wire import agent_identity
 
 from kaos_cli.commands.common import CONTEXT_SETTINGS, Cx, common_options, complete_resource
+from kaos_cli.commands.reach import forwarded
 from kaos_cli.kinds import MEMORY_PORT, MEMORYSTORE
 from kaos_cli.kubectl.credential import KubeCredential, kube_credential
-from kaos_cli.kubectl.forward import port_forward, service_target
+from kaos_cli.kubectl.forward import Unreachable
 from kaos_cli.kubectl.sync import Kube
 from kaos_cli.output import print_json, print_yaml, table, warn
 from kaos_cli.tools import EXIT_ENVIRONMENT, CliError
@@ -84,9 +86,7 @@ def memory_url(args: argparse.Namespace) -> Iterator[str]:
         raise CliError("name the store: --store NAME, or --url URL", EXIT_ENVIRONMENT)
     kube: Kube = args.cx.kube
     store = kube.get(MEMORYSTORE.resource, args.store, missing=MEMORYSTORE.missing())
-    endpoint = (store.get("status") or {}).get("endpoint")
-    service, port = service_target(endpoint, args.store, MEMORY_PORT)
-    with port_forward(kube.kubectl, kube.namespace, service, port, context=kube.context) as url:
+    with forwarded(kube, MEMORYSTORE, store, MEMORY_PORT) as url:
         yield url
 
 
@@ -118,7 +118,10 @@ def _run(args: argparse.Namespace, call: str) -> Any:
             # Recall and list answer "degraded" on transport errors (memory is augmentation
             # for agents); an administrator needs to know the service is not there.
             if not await client.ready():
-                raise CliError(f"memory service at {url} is unreachable or not ready")
+                raise Unreachable(
+                    f"memory service at {url} is unreachable or not ready",
+                    "it is unreachable or not ready",
+                )
             if call == "audit":
                 return await client.audit(limit=args.limit, cursor=args.cursor)
             include = tiers(args)
@@ -143,6 +146,9 @@ def _run(args: argparse.Namespace, call: str) -> Any:
                 refusal += f"; {credential.problem}"
             raise CliError(refusal) from exc
         except MemoryUnavailable as exc:
+            if isinstance(exc.__cause__, aiohttp.ClientError | TimeoutError):
+                # No answer (not a 5xx): through a port-forward, the pod is named.
+                raise Unreachable(f"memory service failed: {exc}", str(exc)) from exc
             raise CliError(f"memory service failed: {exc}") from exc
         except BadRequest as exc:
             raise CliError(exc.message) from exc
@@ -263,7 +269,7 @@ def _print_read(response: RecallResponse, args: argparse.Namespace, *, scored: b
                     row.insert(2, None if fact.score is None else f"{fact.score:.3f}")
                 rows.append(row)
             print(f"long-term facts ({len(rows)}):")
-            table(headers, rows)
+            table(headers, rows, wrap=["text"])
         if "medium_term" in include:
             digest = response.medium_term
             version = "-" if digest.version is None else digest.version
@@ -272,7 +278,11 @@ def _print_read(response: RecallResponse, args: argparse.Namespace, *, scored: b
         if "short_term" in include:
             window = response.short_term.window
             print(f"\nwindow ({len(window)} turns):")
-            table(["at", "role", "content"], [[t.at, t.role, t.content] for t in window])
+            table(
+                ["at", "role", "content"],
+                [[t.at, t.role, t.content] for t in window],
+                wrap=["content"],
+            )
     if response.degraded:
         warn("the answer is degraded: the long-term store could not be reached")
     sys.stdout.flush()

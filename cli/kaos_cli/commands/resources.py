@@ -41,6 +41,9 @@ def headers_of(kind: Kind, with_ns: bool) -> list[str]:
 
 def list_objects(kind: Kind, cx: Cx, all_namespaces: bool) -> int:
     items = cx.kube.items(kind.resource, all_namespaces=all_namespaces)
+    if not items and not all_namespaces:
+        # kubectl lists nothing, without complaint, in a namespace that does not exist.
+        cx.kube.require_namespace()
     where = "any namespace" if all_namespaces else cx.kube.where()
     emit(
         cx.fmt,
@@ -130,6 +133,7 @@ def delete(kind: Kind, cx: Cx, names: tuple[str, ...], wait: bool) -> int:
     if cx.fmt != "table":
         emit(cx.fmt, {"deleted": deleted})
     if missing:
+        cx.kube.require_namespace()
         raise CliError(
             f"{kind.cli} {', '.join(missing)} not found in {cx.kube.where()}; {kind.missing()}"
         )

@@ -95,7 +95,14 @@ def samples_group() -> None:
 def list_cmd(cx: Cx) -> int:
     items = catalogue()
     rows = [[i["name"], ", ".join(i["objects"]), i["description"]] for i in items]
-    emit(cx.fmt, items, ["name", "objects", "description"], rows, empty="no samples")
+    emit(
+        cx.fmt,
+        items,
+        ["name", "objects", "description"],
+        rows,
+        empty="no samples",
+        wrap=["description"],
+    )
     return 0
 
 

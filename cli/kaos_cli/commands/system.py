@@ -5,33 +5,26 @@ with pgvector is opt-in (``--pgvector-memory-enabled``). Helm and a reachable cl
 are checked first so their absence is one clear line (exit 2), not helm's stack of
 messages. Uninstall leaves the CRDs, as helm does: deleting them deletes every KAOS
 resource in the cluster, which only an explicit ``kubectl delete crd`` should do.
-Status reads what a platform team checks first: the operator's Lease (is someone leading,
-and renewing in time?) and Deployment, the installed CRD versions against the ones this
-CLI was built with, resources by phase and the agents that are degraded; it exits 1 when
-anything there is unhealthy, so scripts can gate on it.
+``status`` is its own module (``commands.status``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
-from kaos_core.crds import VERSION
-from kaos_core.crds.generate import crd_document
 
 from kaos_cli.commands.common import CONTEXT_SETTINGS, Cx, common_options
-from kaos_cli.kinds import CRD_NAMES, KINDS
+from kaos_cli.commands.status import DEFAULT_NAMESPACE, status_cmd
+from kaos_cli.kinds import CRD_NAMES
 from kaos_cli.kubectl.sync import Kube
-from kaos_cli.objects import condition
-from kaos_cli.output import console, emit, print_json, print_yaml, table
-from kaos_cli.tools import EXIT_ENVIRONMENT, CliError, find_tool, first_line, run
+from kaos_cli.output import emit
+from kaos_cli.tools import EXIT_ENVIRONMENT, CliError, find_tool, first_line, run, without_prefix
 
 DEFAULT_RELEASE = "kaos"
-DEFAULT_NAMESPACE = "kaos-system"
 _UNREACHABLE = ("kubernetes cluster unreachable", "connection refused", "no such host")
 
 
@@ -67,8 +60,12 @@ def _helm_failed(what: str, stderr: str) -> CliError:
     lowered = stderr.lower()
     if any(marker in lowered for marker in _UNREACHABLE):
         return CliError(f"no Kubernetes cluster reachable: {first_line(stderr)}", EXIT_ENVIRONMENT)
-    detail = stderr.strip() or "(no output)"
-    return CliError(f"{what} failed:\n{detail}")
+    # helm's "Error: ..." line leads (without its prefix: the CLI prints its own), what
+    # else helm said follows, indented.
+    headline = first_line(stderr)
+    rest = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    rest = [ln for ln in rest if without_prefix(ln) != headline]
+    return CliError("\n".join([f"{what} failed: {headline}", *(f"  {ln}" for ln in rest)]))
 
 
 def _seconds(duration: str) -> float:
@@ -223,188 +220,4 @@ def uninstall_cmd(cx: Cx, release: str, wait: bool, timeout: str) -> int:
     return 0
 
 
-def _parse_time(stamp: str | None) -> datetime | None:
-    if not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def lease_health(lease: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
-    """Who leads and whether the Lease is renewed within its duration."""
-    if lease is None:
-        return {"leader": None, "fresh": False, "detail": "no Lease: no operator has run here"}
-    spec = lease.get("spec") or {}
-    holder = spec.get("holderIdentity") or None
-    renewed = _parse_time(spec.get("renewTime"))
-    duration = float(spec.get("leaseDurationSeconds") or 15)
-    if not holder:
-        return {"leader": None, "fresh": False, "detail": "the Lease has no holder"}
-    if renewed is None:
-        return {"leader": holder, "fresh": False, "detail": "the Lease was never renewed"}
-    age = (now - renewed).total_seconds()
-    fresh = age <= duration
-    detail = f"renewed {age:.0f}s ago, lease {duration:g}s"
-    return {"leader": holder, "fresh": fresh, "detail": detail if fresh else detail + ": stale"}
-
-
-def crd_state(kube: Kube) -> list[dict[str, Any]]:
-    rows = []
-    for kind in KINDS:
-        live = kube.find("customresourcedefinitions", kind.resource)
-        versions = [
-            v["name"]
-            for v in ((live or {}).get("spec") or {}).get("versions") or []
-            if v.get("served")
-        ]
-        storage = next(
-            (
-                v["name"]
-                for v in ((live or {}).get("spec") or {}).get("versions") or []
-                if v.get("storage")
-            ),
-            None,
-        )
-        schema = None
-        if live is not None:
-            want = crd_document(kind.info)["spec"]["versions"][0]["schema"]
-            have = next(
-                (v.get("schema") for v in live["spec"]["versions"] if v["name"] == VERSION), None
-            )
-            schema = "current" if have == want else "differs"
-        rows.append(
-            {
-                "crd": kind.resource,
-                "installed": versions,
-                "storage": storage,
-                "cli": VERSION,
-                "schema": schema,
-                "ok": live is not None and VERSION in versions,
-            }
-        )
-    return rows
-
-
-def _degraded(agent: dict[str, Any]) -> str | None:
-    st = agent.get("status") or {}
-    memory = condition(agent, "MemoryDegraded")
-    if memory and memory.get("status") == "True":
-        return f"MemoryDegraded: {memory.get('reason')}: {memory.get('message') or ''}".rstrip(": ")
-    if st.get("phase") == "Failed":
-        return f"Failed: {st.get('message') or ''}".rstrip(": ")
-    return None
-
-
-def status_document(
-    kube: Kube, lease_name: str, watch_namespace: str | None, now: datetime
-) -> dict[str, Any]:
-    namespace = kube.namespace or DEFAULT_NAMESPACE
-    scoped = Kube(context=kube.context, namespace=namespace)
-    lease = lease_health(scoped.find("leases.coordination.k8s.io", lease_name), now)
-    deployments = scoped.items("deployments", selector="app.kubernetes.io/component=operator")
-    deployment = None
-    if deployments:
-        dep = deployments[0]
-        want = (dep.get("spec") or {}).get("replicas", 1)
-        ready = (dep.get("status") or {}).get("readyReplicas") or 0
-        deployment = {"name": dep["metadata"]["name"], "ready": ready, "replicas": want}
-    crds = crd_state(kube)
-    resources: dict[str, dict[str, int]] = {}
-    degraded = []
-    failed = []
-    where = Kube(context=kube.context, namespace=watch_namespace)
-    for kind in KINDS:
-        if not next(c for c in crds if c["crd"] == kind.resource)["ok"]:
-            continue
-        counts: dict[str, int] = {}
-        for obj in where.items(kind.resource, all_namespaces=watch_namespace is None):
-            phase = (obj.get("status") or {}).get("phase") or "Pending"
-            counts[phase] = counts.get(phase, 0) + 1
-            ref = f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
-            if phase == "Failed":
-                failed.append(f"{kind.cli} {ref}")
-            why = _degraded(obj) if kind.kind == "Agent" else None
-            if why:
-                degraded.append({"agent": ref, "why": why})
-        resources[kind.cli] = counts
-    problems = []
-    if not lease["fresh"]:
-        problems.append(f"operator not leading: {lease['detail']}")
-    if deployment is not None and deployment["ready"] < 1:
-        problems.append(f"operator Deployment {deployment['name']} has no ready replica")
-    problems += [f"CRD {c['crd']} lacks version {VERSION}" for c in crds if not c["ok"]]
-    problems += [f"{ref} is Failed" for ref in failed]
-    problems += [f"agent {d['agent']} degraded" for d in degraded]
-    return {
-        "healthy": not problems,
-        "problems": problems,
-        "operator": {
-            "namespace": namespace,
-            "lease": lease_name,
-            **lease,
-            "deployment": deployment,
-        },
-        "crds": crds,
-        "resources": resources,
-        "degradedAgents": degraded,
-    }
-
-
-@system_group.command(
-    "status",
-    help="Operator health and leadership (its Lease and Deployment), the CRD versions installed "
-    "against this CLI's, resources by phase and degraded agents. Exits 1 when unhealthy.",
-)
-@click.option(
-    "--lease",
-    "lease_name",
-    default="kaos-operator",
-    show_default=True,
-    help="name of the operator's leader Lease",
-)
-@click.option(
-    "--watch-namespace",
-    default=None,
-    metavar="NS",
-    help="count resources only in this namespace (default: all)",
-)
-@common_options(namespace_help=f"the operator's namespace (default {DEFAULT_NAMESPACE})")
-def status_cmd(cx: Cx, lease_name: str, watch_namespace: str | None) -> int:
-    doc = status_document(cx.kube, lease_name, watch_namespace, datetime.now(UTC))
-    if cx.fmt == "json":
-        print_json(doc)
-    elif cx.fmt == "yaml":
-        print_yaml(doc)
-    else:
-        out = console()
-        op = doc["operator"]
-        verdict = "[green]healthy[/green]" if doc["healthy"] else "[red]unhealthy[/red]"
-        out.print(f"KAOS: {verdict}")
-        dep = op["deployment"]
-        dep_text = f"{dep['name']} {dep['ready']}/{dep['replicas']} ready" if dep else "none"
-        out.print(f"Operator: leader {op['leader'] or '-'} ({op['detail']})", markup=False)
-        out.print(f"  Lease {op['namespace']}/{op['lease']}; Deployment: {dep_text}", markup=False)
-        out.print("\n[bold]CRDs[/bold]")
-        table(
-            ["crd", "installed", "cli", "schema"],
-            [
-                [c["crd"], ",".join(c["installed"]) or "missing", c["cli"], c["schema"]]
-                for c in doc["crds"]
-            ],
-        )
-        out.print("\n[bold]Resources by phase[/bold]")
-        table(
-            ["kind", "phases"],
-            [
-                [k, ", ".join(f"{p} {n}" for p, n in sorted(v.items())) or "none"]
-                for k, v in doc["resources"].items()
-            ],
-        )
-        if doc["degradedAgents"]:
-            out.print("\n[bold]Degraded agents[/bold]")
-            table(["agent", "why"], [[d["agent"], d["why"]] for d in doc["degradedAgents"]])
-        for problem in doc["problems"]:
-            out.print(f"[red]problem:[/red] {problem}")
-    return 0 if doc["healthy"] else 1
+system_group.add_command(status_cmd)

@@ -34,6 +34,19 @@ class ClusterError(Exception):
     def of(cls, stderr: str, what: str) -> ClusterError:
         """kubectl's failure of ``what`` in the console's words (pure)."""
         failure = read_failure(stderr)
+        if failure.problem == "no-context":
+            # The page has one way to show "no cluster here": the unreachable note.
+            return cls(
+                "unreachable",
+                f"the kubeconfig has no context {failure.context} "
+                "(list them: kubectl config get-contexts)",
+            )
+        if failure.problem == "unreachable" and failure.default_server:
+            return cls(
+                "unreachable",
+                "no Kubernetes cluster configured: set KUBECONFIG to your cluster's kubeconfig "
+                "or choose a context (kubectl config use-context NAME)",
+            )
         if failure.problem == "unreachable":
             return cls(
                 "unreachable",

@@ -27,13 +27,37 @@ from urllib.parse import urlsplit
 
 from kaos_cli.kubectl.aio import Cluster, ClusterError, stop
 from kaos_cli.kubectl.sync import context_argv
-from kaos_cli.tools import CliError, first_line
+from kaos_cli.tools import CliError, first_line, without_prefix
 
 READY_TIMEOUT = 30.0
+# kubectl reports a connection it could not forward as it closes it, so the client may see
+# the closed connection first: how long to give kubectl to say why.
+CAUSE_WAIT = 2.0
 _ANNOUNCED = re.compile(r"Forwarding from (?:127\.0\.0\.1|\[::1\]):(?P<port>\d+) -> \d+")
 # kubectl's klog lines quote the error: err="an error occurred forwarding ... refused"
 _QUOTED_ERROR = re.compile(r'err="(?P<err>(?:[^"\\]|\\.)*)"')
 _KEPT_LINES = 20
+
+
+class Unreachable(CliError):
+    """A request got no answer (the connection failed, broke or timed out). Raised in a
+    ``port_forward`` block, it leaves carrying what kubectl said about the forward
+    (``forward_cause``), so the caller can name the pod and the real cause instead of a
+    client error on a local port the user never chose."""
+
+    def __init__(self, message: str, cause: str = "") -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.forward_cause: str | None = None
+
+
+class ForwardFailed(CliError):
+    """kubectl could not start forwarding (no such Service, no ready pod, ...);
+    ``reason`` is kubectl's line."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def service_target(endpoint: str | None, name: str, default_port: int) -> tuple[str, int]:
@@ -66,12 +90,14 @@ def described(namespace: str | None, service: str) -> str:
 
 def cause_of(lines: Iterable[str]) -> str | None:
     """What kubectl last said went wrong forwarding a connection (the pod, the refusal),
-    without klog's prefix; ``None`` when it said nothing."""
+    without klog's prefix or kubectl's ``error:``; ``None`` when it said nothing. The
+    quoted error of a klog line is the most specific; kubectl's own last words (``error:
+    lost connection to pod``) only come after it."""
     errors = [ln.strip() for ln in lines if "error" in ln.lower()]
     if not errors:
         return None
-    quoted = _QUOTED_ERROR.search(errors[-1])
-    text = quoted.group("err").replace('\\"', '"') if quoted else errors[-1]
+    quoted = [m for m in (_QUOTED_ERROR.search(ln) for ln in errors) if m]
+    text = quoted[-1].group("err").replace('\\"', '"') if quoted else without_prefix(errors[-1])
     return " ".join(text.split())
 
 
@@ -106,11 +132,15 @@ def port_forward(
                 ready.set()
         ready.set()  # kubectl exited: wake the waiter, which then reads its status
 
+    complained = threading.Event()
+
     def keep_stderr() -> None:
         # Read on, so kubectl never blocks on a full pipe.
         assert proc.stderr is not None
         for line in proc.stderr:
             said.append(line)
+            if "error" in line.lower():
+                complained.set()
 
     readers = [threading.Thread(target=fn, daemon=True) for fn in (watch_stdout, keep_stderr)]
     for reader in readers:
@@ -118,23 +148,27 @@ def port_forward(
     where = described(namespace, service)
     try:
         if not ready.wait(READY_TIMEOUT):
-            cause = cause_of(said)
-            raise CliError(
-                f"kubectl port-forward {where} not ready in {READY_TIMEOUT:g}s"
-                + (f": {cause}" if cause else "")
-            )
+            late = cause_of(said) or f"not ready in {READY_TIMEOUT:g}s"
+            raise ForwardFailed(f"kubectl port-forward {where}: {late}", late)
         if not local:
             proc.wait()
             readers[1].join(timeout=5)
-            raise CliError(f"cannot reach {where}: {first_line(''.join(said))}")
+            line = first_line("".join(said))
+            raise ForwardFailed(f"cannot reach {where}: {line}", line)
         try:
             yield f"http://127.0.0.1:{local[0]}"
+        except Unreachable as exc:
+            complained.wait(CAUSE_WAIT)
+            exc.forward_cause = cause_of(said)
+            raise
+        except ForwardFailed:
+            raise
         except CliError as exc:
-            cause = cause_of(said)
-            if cause is None:
+            said_last = cause_of(said)
+            if said_last is None:
                 raise
             raise CliError(
-                f"{exc.message} (port-forward to {where}: {cause})", exc.exit_code
+                f"{exc.message} (port-forward to {where}: {said_last})", exc.exit_code
             ) from exc
     finally:
         if proc.poll() is None:

@@ -58,18 +58,30 @@ async def events(request: web.Request) -> web.StreamResponse:
             await response.write(f"event: changed\ndata: {json.dumps(what)}\n\n".encode())
 
 
-async def watch_kind(app: web.Application, kind: str, resource: str) -> None:
-    """Follow one kind forever: publish each change, record why the watch broke."""
+async def watch_once(app: web.Application, kind: str, resource: str) -> None:
+    """One watch of a kind, until it ends: publish each change and record why it broke.
+    A recorded failure is cleared once the cluster answers again; a watch of an unchanged
+    kind says nothing, so a plain listing tells."""
     broker, cluster = app[BROKER], app[CLUSTER]
+    namespace = app[CONFIG].namespace
+    try:
+        if kind in broker.errors:
+            await cluster.items(resource, namespace)
+            broker.errors.pop(kind, None)
+            broker.publish(kind)
+        async for line in cluster.watch(resource, namespace):
+            broker.errors.pop(kind, None)
+            broker.publish(line or kind)
+    except ClusterError as exc:
+        if broker.errors.get(kind) != (exc.problem, exc.message):
+            broker.errors[kind] = (exc.problem, exc.message)
+            broker.publish(kind)
+
+
+async def watch_kind(app: web.Application, kind: str, resource: str) -> None:
+    """Follow one kind for as long as the console runs."""
     while True:
-        try:
-            async for line in cluster.watch(resource, app[CONFIG].namespace):
-                broker.errors.pop(kind, None)
-                broker.publish(line or kind)
-        except ClusterError as exc:
-            if broker.errors.get(kind) != (exc.problem, exc.message):
-                broker.errors[kind] = (exc.problem, exc.message)
-                broker.publish(kind)
+        await watch_once(app, kind, resource)
         await asyncio.sleep(REWATCH_SECONDS)  # back-off before re-watching (the watch ended)
 
 

@@ -1,6 +1,7 @@
 """The console's web application: an aiohttp factory with typed keys and cleanup contexts.
 
-Every request passes the guard (``security``); the overview stays live through one
+Every request passes the guard (``security``), and every failure becomes an error page in
+one place (``pages.errors``); the overview stays live through one
 kubectl watch per kind and a server-sent event stream per page (``live``); the pages
 (``pages``) read the cluster through kubectl and reach agents and memory services
 through port-forwards the console holds until it stops.
@@ -18,9 +19,10 @@ from kaos_cli.kubectl.aio import Cluster
 from kaos_cli.kubectl.forward import Forwards
 from kaos_cli.ui.live import BROKER, Broker, events, watches
 from kaos_cli.ui.pages.agent import agent_page, chat
+from kaos_cli.ui.pages.errors import error_pages
 from kaos_cli.ui.pages.memory import forget, forget_confirm, memory_page
 from kaos_cli.ui.pages.overview import overview, overview_fragment
-from kaos_cli.ui.security import guard
+from kaos_cli.ui.security import guard, secure_headers
 from kaos_cli.ui.state import CLUSTER, CONFIG, FORWARDS, HTTP, MEMORY, Memory, UiConfig
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -35,7 +37,9 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_app(config: UiConfig, cluster: Cluster, *, watch: bool = True) -> web.Application:
-    app = web.Application(middlewares=[guard], client_max_size=MAX_REQUEST_BYTES)
+    # The error pages wrap the guard, so its refusals are drawn like every other failure.
+    app = web.Application(middlewares=[error_pages, guard], client_max_size=MAX_REQUEST_BYTES)
+    app.on_response_prepare.append(secure_headers)
     app[CONFIG] = config
     app[CLUSTER] = cluster
     app[FORWARDS] = Forwards(cluster)

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from kaos_cli.kubectl.aio import Cluster
 from kaos_cli.kubectl.forward import Forwards
-from kaos_cli.ui.render import DigestVersion
+from kaos_cli.ui.render.memory import DigestVersion
 
 
 @dataclass(frozen=True)

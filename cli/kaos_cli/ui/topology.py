@@ -3,7 +3,8 @@
 Three columns: ModelAPIs on the left, Agents in the middle, MCP servers and MemoryStores
 on the right. Spec references are straight lines labelled by what they mean; a
 delegation (``agentNetwork.access``) is a curve between two agents. A referenced object
-that does not exist is drawn dashed, a degraded agent in the warning colour.
+that does not exist is drawn dashed; every other box in its health's tone (the CLI's
+colours: green Ready, amber Degraded, red Failed, blue on its way).
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ def _positions(graph: Graph) -> dict[str, tuple[int, int]]:
 
 
 def _box(node: Node, x: int, y: int, namespace: str) -> str:
-    state = "missing" if not node.phase else ("degraded" if node.degraded else node.phase.lower())
-    css = f"node kind-{node.kind.lower()} state-{escape(state)}"
-    phase = node.phase or "not found"
+    state = "missing" if not node.phase else node.health.word.lower()
+    tone = "missing" if not node.phase else node.health.tone
+    css = f"node kind-{node.kind.lower()} state-{escape(state)} tone-{tone}"
+    word = node.health.word if node.phase else "not found"
     page = {"Agent": "agents", "MemoryStore": "memory"}.get(node.kind) if node.phase else None
     link = f"/{page}/{quote(namespace)}/{quote(node.name)}" if page else ""
     opening, closing = (f'<a href="{escape(link)}">', "</a>") if link else ("", "")
@@ -40,8 +42,8 @@ def _box(node: Node, x: int, y: int, namespace: str) -> str:
         f'{opening}<g class="{css}" data-node="{escape(node.id)}">'
         f'<rect x="{x}" y="{y}" width="{BOX_W}" height="{BOX_H}" rx="6"/>'
         f'<text x="{x + 10}" y="{y + 18}" class="name">{escape(node.name)}</text>'
-        f'<text x="{x + 10}" y="{y + 35}" class="meta">{escape(node.kind)} · {escape(phase)}'
-        f"{' · memory degraded' if node.degraded else ''}</text></g>{closing}"
+        f'<text x="{x + 10}" y="{y + 35}" class="meta">{escape(node.kind)} · {escape(word)}'
+        f"{': memory' if node.degraded else ''}</text></g>{closing}"
     )
 
 

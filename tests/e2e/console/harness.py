@@ -8,6 +8,8 @@
 - ``deploy_samples``: the sample resources applied to the test namespace (the operator
   makes them Ready; kwok plays the pods), the MemoryStore with a small window budget so a
   few chat turns fold.
+- ``broken_words`` and ``css_tone``: what a test asserts of the layout (no word split
+  across lines) and of colours (the health tone a computed colour reads as).
 - ``forward_pods``: kwok ``PortForward`` objects that send ``kubectl port-forward`` to
   the simulated pods of the agents and the store to the local stack's processes on
   loopback. The console itself reaches them as it would in any cluster: through the API
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import colorsys
 import json
 import os
 import subprocess
@@ -31,6 +34,7 @@ from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 
 from tests.support.cluster import Cluster
 from tests.support.procs import REPO_ROOT, console_script
@@ -239,3 +243,106 @@ def forward_pods(cluster: Cluster, namespace: str, targets: dict[str, int]) -> N
         for pod, owner in pods.items()
     ]
     apply(cluster, docs)
+
+
+# Words of an element's text that the layout split across two lines: a word whose range
+# has boxes at two heights. Arguments: the CSS selector of the elements to check.
+BROKEN_WORDS_JS = """
+const broken = [];
+for (const root of document.querySelectorAll(arguments[0])) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const words = /\\S+/g;
+    let m;
+    while ((m = words.exec(node.textContent))) {
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const tops = new Set(Array.from(range.getClientRects())
+        .filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+      if (tops.size > 1) broken.push(m[0]);
+    }
+  }
+}
+return broken;
+"""
+
+
+def broken_words(driver: webdriver.Chrome, css: str) -> list[str]:
+    """The words inside ``css`` that the page broke across lines (none is the goal)."""
+    return list(driver.execute_script(BROKEN_WORDS_JS, css))
+
+
+def rgb(value: str) -> tuple[int, int, int]:
+    """``rgb(r, g, b)`` or ``rgba(r, g, b, a)`` as computed by the browser."""
+    numbers = value[value.index("(") + 1 : value.index(")")].split(",")
+    r, g, b = (int(float(n)) for n in numbers[:3])
+    return r, g, b
+
+
+def tone_of(value: str) -> str:
+    """The health tone a computed colour reads as: by hue, grey when unsaturated
+    (error red, warn amber, ok green, progress blue, unknown grey)."""
+    r, g, b = rgb(value)
+    hue, saturation, _ = colorsys.rgb_to_hsv(r / 255, g / 255, b / 255)
+    degrees = hue * 360
+    if saturation < 0.3:
+        return "unknown"
+    if degrees < 15 or degrees >= 345:
+        return "error"
+    if 20 <= degrees < 60:
+        return "warn"
+    if 90 <= degrees < 170:
+        return "ok"
+    if 190 <= degrees < 260:
+        return "progress"
+    return f"hue {degrees:.0f}"
+
+
+def css_tone(driver: webdriver.Chrome, css: str, prop: str) -> str:
+    """The tone of the first ``css`` element's computed ``prop`` (e.g. background-color),
+    read in one script: a live region replaced in between cannot leave a stale element."""
+    value = driver.execute_script(
+        "const el = document.querySelector(arguments[0]);"
+        "return el ? getComputedStyle(el).getPropertyValue(arguments[1]) : null;",
+        css,
+        prop,
+    )
+    assert value, f"no {css} on the page"
+    return tone_of(str(value))
+
+
+def shoot(driver: webdriver.Chrome, name: str) -> Path:
+    path = artifacts_dir() / f"{name}.png"
+    assert driver.save_screenshot(str(path))
+    size = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+    assert size == [WIDTH, HEIGHT], size
+    return path
+
+
+def rows(driver: webdriver.Chrome) -> dict[tuple[str, str], str]:
+    return {
+        (r.get_attribute("data-kind") or "", r.get_attribute("data-name") or ""): (
+            r.get_attribute("data-phase") or ""
+        )
+        for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-kind]")
+    }
+
+
+def text(driver: webdriver.Chrome, css: str) -> str:
+    """The first ``css`` element's rendered text ("" if none), read in one script (a live
+    region replaced in between cannot leave a stale element)."""
+    found = driver.execute_script(
+        "const el = document.querySelector(arguments[0]); return el ? el.innerText : '';", css
+    )
+    return str(found).strip()
+
+
+def attr(driver: webdriver.Chrome, css: str, name: str) -> str | None:
+    found = driver.execute_script(
+        "const el = document.querySelector(arguments[0]);"
+        "return el ? el.getAttribute(arguments[1]) : null;",
+        css,
+        name,
+    )
+    return None if found is None else str(found)

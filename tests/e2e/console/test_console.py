@@ -1,17 +1,22 @@
 """The console in a real browser (Debian's headless chromium) against the test cluster.
 
-The operator makes the samples Ready in the test's namespace (kwok plays their pods);
-the local stack runs the same resources as processes on loopback, and kwok
+The console opens on an empty namespace and says what to type; the test types it (the
+real ``kaos samples deploy``), and the operator makes the samples Ready (kwok plays their
+pods). The local stack runs the same resources as processes on loopback, and kwok
 ``PortForward`` objects send the API server's port-forwards to those processes. The
 console (the real ``kaos ui``) knows none of that: it reads the cluster with the
 kubeconfig and reaches agents and the memory service with ``kubectl port-forward``.
 
-Screenshots of every page (1280x800) are saved under ``$KAOS_TEST_ARTIFACTS/console``.
+Colours, banners against badges, error pages and the chat form's layout have their own
+module (``test_console_health``). Screenshots of every page (1280x800) are saved under
+``$KAOS_TEST_ARTIFACTS/console``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import shlex
 import socket
 import subprocess
 import uuid
@@ -26,19 +31,19 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 
 from tests.e2e.console.harness import (
-    HEIGHT,
     SAMPLES,
     SMALL_WINDOW,
-    WIDTH,
     Console,
-    apply,
-    artifacts_dir,
+    attr,
     browser,
+    css_tone,
     forward_pods,
     off_host,
     requested_urls,
-    sample_documents,
+    rows,
+    shoot,
     store_volume,
+    text,
     wait_for,
 )
 from tests.support.cluster import Cluster
@@ -82,13 +87,11 @@ def stack(tmp_path: Path, k8s_namespace: str) -> Iterator[LocalStack]:
 
 
 @pytest.fixture
-def deployed(
-    k8s_cluster: Cluster, k8s_namespace: str, kaos_operator: ServiceProcess
-) -> Iterator[str]:
-    """The samples applied to the namespace; every KAOS object deleted afterwards."""
+def empty(k8s_cluster: Cluster, k8s_namespace: str, kaos_operator: ServiceProcess) -> Iterator[str]:
+    """An empty namespace with the operator and a volume for the store's claim (kwok has
+    no provisioner); every KAOS object the test deploys deleted afterwards."""
     pv = f"pv-console-{uuid.uuid4().hex[:8]}"
     store_volume(k8s_cluster, k8s_namespace, f"{STORE}-data", pv)
-    apply(k8s_cluster, sample_documents(k8s_namespace))
     yield k8s_namespace
     k8s_cluster.kubectl(
         "delete", "agents.kaos.tools,modelapis.kaos.tools,mcpservers.kaos.tools,"
@@ -96,33 +99,6 @@ def deployed(
         check=False, timeout=120,
     )  # fmt: skip
     k8s_cluster.kubectl("delete", "pv", pv, "--wait=false", check=False)
-
-
-def shoot(driver: webdriver.Chrome, name: str) -> Path:
-    path = artifacts_dir() / f"{name}.png"
-    assert driver.save_screenshot(str(path))
-    size = driver.execute_script("return [window.innerWidth, window.innerHeight]")
-    assert size == [WIDTH, HEIGHT], size
-    return path
-
-
-def rows(driver: webdriver.Chrome) -> dict[tuple[str, str], str]:
-    return {
-        (r.get_attribute("data-kind") or "", r.get_attribute("data-name") or ""): (
-            r.get_attribute("data-phase") or ""
-        )
-        for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-kind]")
-    }
-
-
-def text(driver: webdriver.Chrome, css: str) -> str:
-    found = driver.find_elements(By.CSS_SELECTOR, css)
-    return found[0].text if found else ""
-
-
-def attr(driver: webdriver.Chrome, css: str, name: str) -> str | None:
-    found = driver.find_elements(By.CSS_SELECTOR, css)
-    return found[0].get_attribute(name) if found else None
 
 
 def say(driver: webdriver.Chrome, message: str) -> str:
@@ -144,16 +120,48 @@ def say(driver: webdriver.Chrome, message: str) -> str:
     return wait_for(answered, f"the answer to {message!r}", timeout=90)
 
 
+def deploy_as_shown(k8s_cluster: Cluster, commands: list[str]) -> None:
+    """Run the empty state's commands as a user would type them; each must succeed."""
+    for line in commands:
+        argv = shlex.split(line)
+        assert argv[0] == "kaos", line
+        done = subprocess.run(
+            [KAOS, *argv[1:]], env=k8s_cluster.env(), capture_output=True, text=True,
+            timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+
+
 def test_console_overview_chat_memory_and_degraded(
-    k8s_cluster: Cluster, deployed: str, stack: LocalStack, driver: webdriver.Chrome, tmp_path: Path
+    k8s_cluster: Cluster, empty: str, stack: LocalStack, driver: webdriver.Chrome, tmp_path: Path
 ) -> None:
-    ns = deployed
+    ns = empty
     console = Console(k8s_cluster.env(), "-n", ns, log=tmp_path / "console.log")
     try:
         base = console.url
-        # Overview: every sample with its phase, updated live as the operator works.
+        # An empty namespace: the page says what to type, whole commands, in order; the
+        # live dot is green (the stream is open and the cluster answers).
         driver.get(base + "/")
         loaded = driver.execute_script("return performance.timeOrigin")
+        commands = text(driver, "#empty-commands").splitlines()
+        assert commands == [
+            f"kaos samples deploy devmodel -n {ns}",
+            f"kaos samples deploy modelapi -n {ns}",
+            f"kaos samples deploy mcpserver -n {ns}",
+            f"kaos samples deploy memorystore-local -n {ns}",
+            f"kaos samples deploy agents -n {ns} --wait",
+        ]
+        wait_for(lambda: attr(driver, "#live", "data-connected") == "true", "the live stream")
+        assert css_tone(driver, "#live", "color") == "ok"
+        shoot(driver, "overview-empty")
+        deploy_as_shown(k8s_cluster, commands)
+        # The store's window made small (as the local stack's is): a few chat turns fold.
+        k8s_cluster.kubectl(
+            "patch", "memorystore", STORE, "-n", ns, "--type=merge",
+            "-p", json.dumps({"spec": {"tiers": {"shortTerm": SMALL_WINDOW}}}),
+        )  # fmt: skip
+
+        # Overview: every sample with its phase, updated live as the operator works.
         samples = {
             ("Agent", "coordinator"),
             ("Agent", "researcher"),
@@ -174,6 +182,21 @@ def test_console_overview_chat_memory_and_degraded(
         assert {f"{kind}/{name}" for kind, name in samples} <= nodes
         assert driver.find_elements(By.CSS_SELECTOR, "svg.topology .edge-delegates")
         shoot(driver, "overview")
+
+        # Before anything answers on the Services, the console's own probe fails on a
+        # Ready agent: a warning that names the probe, beside the green badge, no error.
+        driver.get(f"{base}/agents/{ns}/coordinator")
+        assert text(driver, "#health") == "Ready"
+        assert css_tone(driver, "#health .phase", "background-color") == "ok"
+        probe = text(driver, '.problem[data-check="probe"]')
+        assert probe.startswith(
+            "Console probe failed: its agent card (/.well-known/agent-card.json on "
+            "svc/coordinator) did not answer"
+        ), driver.page_source
+        assert "though the operator reports Agent coordinator Ready." in probe
+        assert css_tone(driver, '.problem[data-check="probe"]', "color") == "warn"
+        assert not driver.find_elements(By.CSS_SELECTOR, ".problem.tone-error")
+        shoot(driver, "agent-probe-failed")
 
         # The agents and the store answer on their Services (kwok forwards to loopback).
         forward_pods(
@@ -245,6 +268,17 @@ def test_console_overview_chat_memory_and_degraded(
             if "I live in Lisbon." in r.text
         )
         assert principal in fact_row and session in fact_row and "coordinator" in fact_row
+        # The agent level, as `kaos memory list --level agent --agent coordinator`: the
+        # console reads as that agent; another agent of the store remembers none of it.
+        driver.get(f"{base}/memory/{ns}/{STORE}?level=agent&agent=coordinator"
+                   f"&principal={principal}")  # fmt: skip
+        assert driver.find_element(By.ID, "level").get_attribute("value") == "agent"
+        assert "I live in Lisbon." in text(driver, ".facts-table")
+        driver.get(f"{base}/memory/{ns}/{STORE}?level=agent&agent=researcher"
+                   f"&principal={principal}")  # fmt: skip
+        assert driver.find_elements(By.ID, "facts-empty"), driver.page_source
+        shoot(driver, "memory-agent-level")
+        wait_for(lisbon_fact, "the fact at the session level again")
         shoot(driver, "memory-inspector")
         driver.execute_script("document.getElementById('tier-facts').scrollIntoView()")
         shoot(driver, "memory-facts")
@@ -275,11 +309,19 @@ def test_console_overview_chat_memory_and_degraded(
         assert driver.find_elements(By.ID, "digest-none")
         assert driver.find_elements(By.ID, "facts-empty")
 
-        # The memory service goes down: the inspector says so, as degraded, not as a crash.
+        # The memory service goes down while the store stays Ready: the inspector's banner
+        # names the failed check (the console's probe) in amber beside the green badge.
         stack.procs[f"MemoryStore/{STORE}"].stop()
         driver.get(inspector)
-        down = text(driver, ".problem-degraded")
-        assert "is down or not ready" in down and "degraded" in down, driver.page_source
+        down = text(driver, '.problem[data-check="probe"]')
+        assert down.startswith(
+            f"Console probe failed: its memory service (/readyz on svc/{STORE}) did not answer"
+        ), driver.page_source
+        assert f"though the operator reports MemoryStore {STORE} Ready." in down
+        assert "agents go on without memory (degraded)" in down
+        assert css_tone(driver, '.problem[data-check="probe"]', "color") == "warn"
+        assert text(driver, "#health") == "Ready"
+        assert css_tone(driver, "#health .phase", "background-color") == "ok"
         assert not driver.find_elements(By.ID, "tier-window")
         shoot(driver, "memory-down")
 
@@ -293,8 +335,17 @@ def test_console_overview_chat_memory_and_degraded(
         )
         wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, degraded), "MemoryDegraded")
         assert driver.execute_script("return performance.timeOrigin") == loaded, "no reload"
-        assert driver.find_elements(By.CSS_SELECTOR, "svg.topology .state-degraded")
+        assert css_tone(driver, degraded, "background-color") == "warn"
+        badge = 'tr[data-kind="Agent"][data-name="coordinator"] .phase'
+        wait_for(lambda: text(driver, badge) == "Degraded", "the Degraded badge")
+        assert css_tone(driver, badge, "background-color") == "warn"
+        node = 'svg.topology [data-node="Agent/coordinator"] rect'
+        assert css_tone(driver, node, "stroke") == "warn"
         shoot(driver, "overview-degraded")
+        # The deleted store's inspector is a 404 page, not a "degraded" one.
+        driver.get(inspector)
+        assert text(driver, "#not-found") == f"No MemoryStore {STORE} in namespace {ns}"
+        assert "degraded" not in driver.page_source
 
         # Every request any page made went to the console on 127.0.0.1, nowhere else.
         urls = requested_urls(driver)
@@ -336,6 +387,18 @@ def test_console_says_why_it_cannot_list(
         driver.get(console.url + "/")
         problem = text(driver, ".problem-unreachable")
         assert "cannot be reached" in problem and f"127.0.0.1:{port}" in problem, problem
+        # The console's own stream is open, yet the dot is red: it shows the cluster.
+        wait_for(lambda: attr(driver, "#live", "data-connected") == "true", "the live stream")
+        assert attr(driver, "#live", "title") == "the cluster cannot be reached"
+        assert css_tone(driver, "#live", "color") == "error"
+        assert not driver.find_elements(By.ID, "empty"), "no empty state for a cluster not seen"
+        shoot(driver, "overview-unreachable")
+        # A page that needs the cluster is an error page with the way back.
+        driver.get(console.url + "/agents/default/coordinator")
+        assert text(driver, "#error-title") == "The cluster cannot be reached"
+        assert f"127.0.0.1:{port}" in text(driver, ".problem-unreachable")
+        driver.find_element(By.ID, "back").click()
+        wait_for(lambda: driver.find_elements(By.ID, "overview"), "the overview again")
     finally:
         console.stop()
 

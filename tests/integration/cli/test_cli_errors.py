@@ -211,9 +211,27 @@ def test_agent_list_without_a_cluster_names_the_context_to_check(
     assert "through context nowhere" in one_error_line(capsys.readouterr().err)
 
 
-def test_a_missing_context_is_one_line(
+def test_a_missing_context_is_exit_2_naming_the_known_ones(
     no_cluster: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["modelapi", "list", "--context", "no-such-context"]) == 1
-    line = one_error_line(capsys.readouterr().err)
-    assert "no-such-context" in line
+    """The README's promise: exit 2 means no cluster here; the real kubectl's words."""
+    assert main(["modelapi", "list", "--context", "no-such-context"]) == 2
+    assert capsys.readouterr().err == (
+        "error: the kubeconfig has no context no-such-context (its contexts: nowhere); list "
+        "them with: kubectl config get-contexts\n"
+    )
+
+
+def test_no_kubeconfig_at_all_says_no_cluster_is_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a kubeconfig the real kubectl dials its default, localhost:8080; the user
+    reads that no cluster is configured and what to do, not the dial error."""
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["agent", "list"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: no Kubernetes cluster configured: KUBECONFIG ({tmp_path / 'no-kubeconfig'}) "
+        "names no current context; set KUBECONFIG to your cluster's kubeconfig, or choose one "
+        "of its contexts: kubectl config use-context NAME (or pass --context NAME)\n"
+    )

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kaos_cli.clients.agent import tools_from_card, tools_from_spec
 from kaos_cli.commands.samples import description, samples_dir
-from kaos_cli.commands.system import lease_health
+from kaos_cli.commands.status import lease_health
 from kaos_cli.main import main
 from kaos_cli.objects import explain, since
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI

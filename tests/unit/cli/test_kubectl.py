@@ -45,22 +45,22 @@ FORBIDDEN = (
         (
             NOT_INSTALLED,
             "not-installed",
-            'error: the server doesn\'t have a resource type "agents": the KAOS CRDs are not '
+            'the server doesn\'t have a resource type "agents": the KAOS CRDs are not '
             "installed; run: kaos system install",
             "the KAOS CRDs are not installed (kaos system install)",
         ),
         (
             FORBIDDEN,
             "forbidden",
-            f"kubectl get agents.kaos.tools: {FORBIDDEN.strip()}",
+            'kubectl get agents.kaos.tools: agents.kaos.tools is forbidden: User "bob" cannot '
+            'list resource "agents" in API group "kaos.tools" in the namespace "ns"',
             "permission denied: your identity may not list agents.kaos.tools (ask for RBAC: "
             "verb list on agents.kaos.tools)",
         ),
         (
             'Error from server (NotFound): agents.kaos.tools "x" not found\n',
             "not-found",
-            'kubectl get agents.kaos.tools: Error from server (NotFound): agents.kaos.tools "x" '
-            "not found",
+            'kubectl get agents.kaos.tools: agents.kaos.tools "x" not found',
             "get agents.kaos.tools not found",
         ),
     ],
@@ -116,7 +116,7 @@ def test_port_forward_that_fails_names_the_service_and_the_cause(tmp_path: Path)
     with pytest.raises(CliError) as failed, port_forward(kubectl, "ns", "gone", 8000):
         pass
     assert failed.value.message == (
-        'cannot reach svc/gone in namespace ns: error: services "gone" not found'
+        'cannot reach svc/gone in namespace ns: services "gone" not found'
     )
 
 
@@ -137,7 +137,7 @@ def test_console_forwards_read_the_port_and_name_the_service(tmp_path: Path) -> 
         gone = Forwards(Cluster(fake_kubectl(tmp_path, "echo 'error: boom' >&2; exit 1")))
         with pytest.raises(ClusterError) as failed:
             await gone.url("ns", "mem", 8080)
-        assert failed.value.message == "kubectl port-forward svc/mem in namespace ns: error: boom"
+        assert failed.value.message == "kubectl port-forward svc/mem in namespace ns: boom"
 
     asyncio.run(scenario())
 
@@ -164,5 +164,5 @@ def test_a2a_sdk_errors_become_one_line() -> None:
         raise A2AClientError("Network communication error") from httpx.ConnectError("refused")
     except A2AClientError as exc:
         assert failure_of(url, "SendMessage", exc).message == (
-            f"agent at {url} failed: ConnectError: refused"
+            f"agent at {url} failed: could not connect"
         )

@@ -1,6 +1,8 @@
 """The console's pure parts: rows and topology from resources, the SVG, the digest diff,
 the HTML (escaping, MemoryDegraded, what a forget erases), kubectl's failures in words,
-the bind check, and the request guard (Host, CSRF, Origin, CSP) over real HTTP."""
+the bind check, and the request guard (Host, CSRF, Origin, CSP) over real HTTP.
+
+Health, banners and error pages have their own modules: ``test_console_*.py``."""
 
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from kaos_cli.kubectl.aio import Cluster, ClusterError
 from kaos_cli.tools import CliError
-from kaos_cli.ui import render
 from kaos_cli.ui.command import REMOTE_REFUSAL, check_address
 from kaos_cli.ui.diff import diff_html
 from kaos_cli.ui.model import age, summarize, topology
-from kaos_cli.ui.render import DigestVersion, Scope
+from kaos_cli.ui.render import forget as forget_render
+from kaos_cli.ui.render import memory as memory_render
+from kaos_cli.ui.render import overview as overview_render
+from kaos_cli.ui.render.memory import DigestVersion, Scope
 from kaos_cli.ui.security import CSP
 from kaos_cli.ui.server import create_app
 from kaos_cli.ui.state import UiConfig
@@ -97,7 +101,7 @@ def test_svg_draws_each_node_and_edge_escaped() -> None:
     assert svg.startswith("<svg") and svg.count('class="node ') == 5
     assert svg.count('class="edge edge-') == 5 and "edge-delegates" in svg
     assert 'data-node="MemoryStore/mem"' in svg and "state-missing" in svg
-    assert "state-degraded" in svg and "memory degraded" in svg
+    assert "state-degraded tone-warn" in svg and "Agent · Degraded: memory" in svg
     assert '<a href="/agents/ns/coordinator">' in svg and 'href="/memory/ns/mem"' not in svg
     hostile = summarize("Agent", obj("Agent", "<b>x</b>", phase="Ready"), NOW)
     drawn = render_svg(topology([hostile], "ns"))
@@ -112,18 +116,19 @@ def test_diff_marks_inserted_and_removed_words() -> None:
 
 
 def test_overview_shows_memory_degraded_and_problems() -> None:
-    html = render.overview_fragment(rows(), [("forbidden", "may not list agents")])
-    assert 'class="problem problem-forbidden"' in html
+    html = overview_render.overview_fragment(rows(), [("forbidden", "may not list agents")])
+    assert 'class="problem problem-forbidden tone-warn"' in html
     degraded = re.search(
-        r'<span class="chip bad degraded"[^>]*data-condition="MemoryDegraded"', html
+        r'<span class="chip tone-warn bad degraded"[^>]*data-condition="MemoryDegraded"', html
     )
     assert degraded, html
     assert 'href="/agents/ns/coordinator"' in html and 'data-phase="Ready"' in html
-    assert "No KAOS resources" in render.overview_fragment([], [])
+    assert 'data-health="Degraded"' in html
+    assert "No KAOS resources" in overview_render.overview_fragment([], [])
 
 
 def test_pages_carry_the_csrf_token_and_no_inline_script() -> None:
-    page = render.overview_page("", csrf="tok&", context="ctx")
+    page = overview_render.overview_page("", csrf="tok&", context="ctx")
     assert '<meta name="kaos-csrf" content="tok&amp;">' in page
     assert re.findall(r"<script[^>]*>", page) == ['<script src="/static/console.js" defer>']
     assert "style=" not in page and "http" not in page.replace("/static/", "")
@@ -131,7 +136,7 @@ def test_pages_carry_the_csrf_token_and_no_inline_script() -> None:
 
 def test_window_counts_tokens_as_the_memory_service_does() -> None:
     turns = [WindowTurn(role="user", content="x" * 10, at="2026-01-02T03:04:05+00:00")]
-    html = render.window_html(turns, 400, 300)
+    html = memory_render.window_html(turns, 400, 300)
     assert f'data-tokens="{turn_tokens("x" * 10)}"' in html and turn_tokens("x" * 10) == 7
     assert "400-token budget (fold at 300)" in html and "01-02 03:04:05" in html
 
@@ -141,7 +146,7 @@ def test_forget_confirmation_says_what_is_erased() -> None:
     assert "session s1 of principal alice" in session and "MemoryStore mem" in session
     assert "every long-term fact of principal alice" in Scope("user", "alice", "").erases("m")
     assert "everything in MemoryStore mem" in Scope("store", "", "").erases("mem")
-    page = render.forget_confirm_page(
+    page = forget_render.forget_confirm_page(
         namespace="ns", store="mem", scope=Scope("session", "al<ice", "s1"), csrf="t", context="c"
     )
     assert "al&lt;ice" in page and 'name="csrf" value="t"' in page and 'method="post"' in page
@@ -149,10 +154,10 @@ def test_forget_confirmation_says_what_is_erased() -> None:
 
 def test_digest_lists_versions_and_diffs_the_last_two() -> None:
     v1, v2 = DigestVersion(1, "User said: hi."), DigestVersion(2, "User said: hi. Bye.")
-    html = render.digest_html(v2, [v1, v2])
+    html = memory_render.digest_html(v2, [v1, v2])
     assert 'data-version="2"' in html and "version 1 → 2" in html and "<ins>" in html
-    assert "digest-diff" not in render.digest_html(v1, [v1])
-    assert "no digest yet" in render.digest_html(None, [])
+    assert "digest-diff" not in memory_render.digest_html(v1, [v1])
+    assert "no digest yet" in memory_render.digest_html(None, [])
 
 
 @pytest.mark.parametrize(
@@ -236,7 +241,8 @@ async def test_guard_checks_host_csrf_and_origin(client: TestClient[Any, Any]) -
 async def test_bad_forget_input_erases_nothing(client: TestClient[Any, Any]) -> None:
     headers = {"X-Kaos-Csrf": "secret-token"}
     for data, says in (
-        ({"level": "galaxy"}, "level must be session, user or store"),
+        ({"level": "galaxy"}, "level must be one of session, agent, user, store"),
+        ({"level": "agent"}, "pick an agent"),
         ({"level": "session"}, "pick a session"),
         ({"level": "user"}, "pick a principal"),
     ):
@@ -266,7 +272,7 @@ def test_facts_page_links_the_next_page_and_escapes() -> None:
         created_at="2026-01-02T03:04:05Z",
         score=0.5,
     )
-    html = render.facts_html([fact], scored=True, next_page="/memory/ns/m?cursor=a&b")
+    html = memory_render.facts_html([fact], scored=True, next_page="/memory/ns/m?cursor=a&b")
     assert "&lt;i&gt;x&lt;/i&gt;" in html and "0.500" in html and "by relevance" in html
     assert 'id="next-page" href="/memory/ns/m?cursor=a&amp;b"' in html
-    assert "no long-term facts" in render.facts_html([], scored=False, next_page=None)
+    assert "no long-term facts" in memory_render.facts_html([], scored=False, next_page=None)

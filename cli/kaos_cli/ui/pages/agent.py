@@ -1,12 +1,17 @@
 """An agent's page (its tools, events and logs) and the chat relay behind it.
 
-A chat turn is relayed as server-sent events: ``delta`` pieces of the answer as the agent
-streams them, then ``done``, or ``error`` with what went wrong.
+The page asks the running agent for its card, through the agent's Service: the console's
+own probe. What it shows is reconciled with the operator's conditions (``status_notes``),
+so a probe that fails on a Ready agent reads as a warning naming the probe, not as an
+error beside a green badge. A chat turn is relayed as server-sent events: ``delta``
+pieces of the answer as the agent streams them, then ``done``, or ``error`` with what
+went wrong.
 """
 
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -14,8 +19,9 @@ from kaos_core.errors import BadRequest
 from kaos_core.wire import PRINCIPAL_HEADER, SESSION_HEADER
 
 from kaos_cli.clients.agent import (
+    CARD_PATH,
+    AgentError,
     AgentRefused,
-    AgentUnreachable,
     AnswerBrokeOff,
     fetch_card,
     stream_chat,
@@ -24,10 +30,19 @@ from kaos_cli.clients.agent import (
 )
 from kaos_cli.kinds import AGENT, AGENT_PORT
 from kaos_cli.kubectl.aio import Cluster, ClusterError
-from kaos_cli.ui import render
-from kaos_cli.ui.model import summarize
-from kaos_cli.ui.pages.common import Forward, forget_forward, html, service_url, sse, subject
-from kaos_cli.ui.render import EventRow, Tool
+from kaos_cli.ui.model import Note, NotFound, status_notes, summarize
+from kaos_cli.ui.pages.common import (
+    Forward,
+    forget_forward,
+    html,
+    service_url,
+    sse,
+    subject,
+    target,
+)
+from kaos_cli.ui.pages.errors import missing
+from kaos_cli.ui.render.agent import EventRow, Tool
+from kaos_cli.ui.render.agent import agent_page as render_agent
 from kaos_cli.ui.security import event_stream
 from kaos_cli.ui.state import CLUSTER, CONFIG, HTTP, MEMORY
 
@@ -59,44 +74,58 @@ def new_session() -> str:
     return f"console-{secrets.token_hex(8)}"
 
 
+async def get_agent(app: web.Application, ns: str, name: str) -> dict[str, Any]:
+    """The Agent; ``NotFound`` (with close names) when there is none."""
+    try:
+        return await app[CLUSTER].get(AGENT.resource, ns, name)
+    except ClusterError as exc:
+        if exc.problem == "not-found":
+            raise NotFound(await missing(app, AGENT, ns, name)) from None
+        raise
+
+
+async def probe_card(
+    app: web.Application, obj: dict[str, Any]
+) -> tuple[list[Tool] | None, str | None]:
+    """The tools the running agent advertises (``None``: it has no card or did not
+    answer), and why the console's probe failed (``None``: the agent answered; "": it did
+    not, for no reason kubectl gave)."""
+    key: Forward | None = None
+    try:
+        url, key = await service_url(app, obj, AGENT_PORT)
+        card = await fetch_card(app[HTTP], url, {}, request_timeout=CARD_TIMEOUT)
+        return [Tool(**t) for t in tools_from_card(card)], None
+    except ClusterError as exc:
+        return None, exc.message
+    except AgentRefused:
+        return None, None  # it answered, without a card: its tools from the spec
+    except AgentError:  # no answer, or an unreadable one
+        return None, (await forget_forward(app, key)) if key is not None else ""
+
+
 async def agent_page(request: web.Request) -> web.Response:
     app, config = request.app, request.app[CONFIG]
     ns, name = request.match_info["ns"], request.match_info["name"]
     cluster = app[CLUSTER]
-    try:
-        obj = await cluster.get(AGENT.resource, ns, name)
-    except ClusterError as exc:
-        body = render.problem(exc.message, exc.problem)
-        return html(render.page(name, body, csrf=config.csrf, context=config.context), 404
-                    if exc.problem == "not-found" else 502)  # fmt: skip
+    obj = await get_agent(app, ns, name)
     row = summarize(AGENT.kind, obj)
-    notes: list[tuple[str, str]] = []
+    notes: list[Note] = []
     try:
         session = subject(SESSION_HEADER, request.query.get("session")) or new_session()
         principal = subject(PRINCIPAL_HEADER, request.query.get("principal")) or "console-user"
     except BadRequest as exc:
-        notes.append(("failed", exc.message))
+        notes.append(Note("error", exc.message, "input"))
         session, principal = new_session(), "console-user"
-    tools: list[Tool] = []
-    tools_from = "spec"
-    try:
-        url, _ = await service_url(app, obj, AGENT_PORT)
-        card = await fetch_card(app[HTTP], url, {}, request_timeout=CARD_TIMEOUT)
-        tools = [Tool(**t) for t in tools_from_card(card)]
-        tools_from = "agent"
-    except ClusterError as exc:
-        notes.append((exc.problem, f"agent {name} cannot be reached: {exc.message}"))
-    except AgentRefused:
-        pass  # an agent without a card: its tools from the spec, as when it is not there
-    except AgentUnreachable:
-        notes.append(("unreachable", f"agent {name} does not answer on its Service"))
-    if tools_from == "spec":
-        tools = [Tool(**t) for t in tools_from_spec(obj)]
+    advertised, probe_failed = await probe_card(app, obj)
+    tools_from = "spec" if advertised is None else "agent"
+    tools = [Tool(**t) for t in tools_from_spec(obj)] if advertised is None else advertised
+    what = f"its agent card ({CARD_PATH} on {target(obj, AGENT_PORT)})"
+    notes += status_notes(row, what, probe_failed, then="Chat fails until it answers.")
     try:
         agent_events = await events_of(cluster, ns, AGENT.kind, name)
     except ClusterError as exc:
         agent_events = []
-        notes.append((exc.problem, exc.message))
+        notes.append(Note("warn", f"events: {exc.message}", "cluster", exc.problem))
     try:
         logs = await cluster.run("logs", f"deployment/{name}", "-n", ns, "-c", "agent",
                                  f"--tail={LOG_LINES}")  # fmt: skip
@@ -104,9 +133,9 @@ async def agent_page(request: web.Request) -> web.Response:
         logs = f"(no logs: {exc.message})"
     sessions = sorted(app[MEMORY].sessions.get(ns, set()))
     return html(
-        render.agent_page(
+        render_agent(
             row, tools=tools, tools_from=tools_from, events=agent_events, logs=logs,
-            session=session, principal=principal, sessions=sessions, notes=notes,
+            session=session, principal=principal, sessions=sessions, notes_=notes,
             csrf=config.csrf, context=config.context,
         )
     )  # fmt: skip
@@ -146,8 +175,10 @@ async def chat(request: web.Request) -> web.StreamResponse:
         await response.write(sse("error", {"message": exc.message}))
     except AnswerBrokeOff as exc:
         await response.write(sse("error", {"message": f"agent failed: {exc.message}"}))
-    except AgentUnreachable:
+    except AgentError:
         why = await forget_forward(app, key) if key is not None else ""
-        said = f"agent {name} could not be reached or broke off its answer{why}"
-        await response.write(sse("error", {"message": said, "problem": "unreachable"}))
+        said = f"agent {name} could not be reached or broke off its answer"
+        await response.write(
+            sse("error", {"message": f"{said} ({why})" if why else said, "problem": "unreachable"})
+        )
     return response

@@ -35,12 +35,20 @@ async def service_url(app: web.Application, obj: dict[str, Any], port: int) -> t
     return await app[FORWARDS].url(ns, service, remote), (ns, service, remote)
 
 
+def target(obj: dict[str, Any], port: int) -> str:
+    """The Service a request to ``obj`` goes through (``svc/<name>``, in its namespace)."""
+    meta = obj.get("metadata") or {}
+    endpoint = (obj.get("status") or {}).get("endpoint")
+    service, _ = service_target(endpoint, str(meta.get("name")), port)
+    return f"svc/{service}"
+
+
 async def forget_forward(app: web.Application, key: Forward) -> str:
-    """Drop a forward whose request failed; what kubectl said went wrong, as a suffix."""
+    """Drop a forward whose request failed; what kubectl said went wrong ("" if nothing)."""
     cause = app[FORWARDS].cause(*key)
     await app[FORWARDS].drop(*key)
     ns, service, _ = key
-    return f" (port-forward to {described(ns, service)}: {cause})" if cause else ""
+    return f"port-forward to {described(ns, service)}: {cause}" if cause else ""
 
 
 def sse(event: str, data: dict[str, Any]) -> bytes:

@@ -9,10 +9,10 @@ from aiohttp import web
 
 from kaos_cli.kinds import KINDS
 from kaos_cli.kubectl.aio import ClusterError
-from kaos_cli.ui import render
 from kaos_cli.ui.live import BROKER
 from kaos_cli.ui.model import Row, summarize
 from kaos_cli.ui.pages.common import html
+from kaos_cli.ui.render import overview as render
 from kaos_cli.ui.state import CLUSTER, CONFIG
 
 _ORDER = [k.kind for k in KINDS]
@@ -44,10 +44,17 @@ async def load_rows(app: web.Application) -> tuple[list[Row], list[tuple[str, st
 async def overview(request: web.Request) -> web.Response:
     rows, errors = await load_rows(request.app)
     config = request.app[CONFIG]
-    fragment = render.overview_fragment(rows, errors)
-    return html(render.overview_page(fragment, csrf=config.csrf, context=config.context))
+    fragment = render.overview_fragment(rows, errors, config.namespace)
+    return html(
+        render.overview_page(
+            fragment,
+            csrf=config.csrf,
+            context=config.context,
+            reachable=render.cluster_answered(errors),
+        )
+    )
 
 
 async def overview_fragment(request: web.Request) -> web.Response:
     rows, errors = await load_rows(request.app)
-    return html(render.overview_fragment(rows, errors))
+    return html(render.overview_fragment(rows, errors, request.app[CONFIG].namespace))

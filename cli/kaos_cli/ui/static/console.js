@@ -7,12 +7,30 @@ function csrfToken() {
   return meta ? meta.content : "";
 }
 
-function setLive(on) {
+// The header's dot: green while the page's event stream is open and the cluster answers,
+// red while the cluster cannot be reached (the overview's marker says so, whatever the
+// stream does), grey while the console itself is not connected.
+let connected = false;
+
+function showLive() {
   const dot = document.getElementById("live");
-  if (dot) {
-    dot.classList.toggle("on", on);
-    dot.title = on ? "live: watching the cluster" : "not connected";
-  }
+  if (!dot) return;
+  const marker = document.getElementById("cluster-state") || dot;
+  const reachable = marker.dataset.cluster !== "unreachable";
+  dot.dataset.cluster = reachable ? "reachable" : "unreachable";
+  dot.dataset.connected = String(connected);
+  dot.classList.toggle("on", connected && reachable);
+  dot.classList.toggle("down", !reachable);
+  dot.title = !reachable
+    ? "the cluster cannot be reached"
+    : connected
+      ? "live: watching the cluster"
+      : "not connected to the console";
+}
+
+function setLive(on) {
+  connected = on;
+  showLive();
 }
 
 // Re-fetch a region when the server says something changed (debounced).
@@ -24,6 +42,7 @@ function liveRegion(region) {
       .then((html) => {
         region.innerHTML = html;
         region.dataset.refreshed = String(Date.now());
+        showLive();
       })
       .catch(() => setLive(false));
   };
