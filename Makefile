@@ -45,7 +45,7 @@ services: node-tools ## install and start the test services (PostgreSQL+pgvector
 	hack/gateway-api-crds >/dev/null
 
 # Every shell script of the project; shellcheck comes from Debian (.ci/run installs it).
-SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/ollama-build hack/test-cluster hack/gen-crds hack/gen-docs hack/docs hack/gateway-api-crds \
+SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/ollama-build hack/test-cluster hack/cluster hack/gen-crds hack/gen-docs hack/docs hack/gateway-api-crds \
 	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo hack/bench/realmodel $(wildcard hack/kind/*) \
 	hack/images hack/dev-images/pgvector/docker-entrypoint.sh
 
@@ -82,6 +82,16 @@ images: ## build the KAOS, LiteLLM and pgvector images with buildah (root; hack/
 	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
 	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing; fi
 	@if [ "$$(id -u)" = 0 ]; then hack/images; else echo "images: skipped, hack/images needs root (buildah runs rootful)"; fi
+
+# The real node needs root; hack/cluster builds what is missing (the binaries, the images)
+# on first use, then deploys the chart and the samples and waits until each is Ready.
+.PHONY: cluster
+cluster: $(STAMP) node-tools ## a local cluster where the samples run for real: a real node, the chart, every sample Ready (root)
+	hack/cluster up
+
+.PHONY: cluster-down
+cluster-down: ## stop the `make cluster` cluster and leave the machine as it was found
+	hack/cluster down
 
 .PHONY: lint
 lint: $(STAMP) tools ## ruff, mypy, the import contracts (.importlinter) and shellcheck

@@ -1,4 +1,5 @@
-"""What the kind end-to-end suite needs from the machine, and running its ``hack/kind`` steps.
+"""What the kind end-to-end suite needs from the machine; its ``hack/kind`` steps run through
+``tests.support.cluster.steps.run_step``.
 
 The suite (``tests/e2e/kind``) can only run where a Docker engine answers and ``kind`` is
 installed; ``why_kind_cannot_run`` names every reason it cannot, so the skip says exactly
@@ -8,18 +9,25 @@ what is missing. Tools are looked up as the ``kaos`` CLI and ``hack/kind/lib.sh`
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 
 from kaos_cli.tools import CliError, find_tool, first_line
 
+from tests.support.cluster.steps import KIND_SCRIPTS, run_step
 from tests.support.procs import REPO_ROOT
 
-KIND_SCRIPTS = REPO_ROOT / "hack" / "kind"
+__all__ = [
+    "DEFAULT_CLUSTER",
+    "DEFAULT_NAMESPACE",
+    "KIND_SCRIPTS",
+    "MANIFESTS",
+    "docker_engine_problem",
+    "locate",
+    "run_step",
+    "why_kind_cannot_run",
+]
+
 MANIFESTS = REPO_ROOT / "tests" / "e2e" / "kind" / "manifests"
 # The scripts' defaults (hack/kind/lib.sh).
 DEFAULT_CLUSTER = "kaos-e2e"
@@ -70,56 +78,3 @@ def why_kind_cannot_run(environ: Mapping[str, str]) -> str | None:
     if locate("kind", environ) is None:
         problems.append(f"kind is not installed ({KIND_HINT})")
     return "; ".join(problems) or None
-
-
-def run_step(
-    step: str,
-    env: Mapping[str, str],
-    log_path: Path,
-    *,
-    timeout: float,
-    echo: Callable[[str], None],
-    argv: Sequence[str] | None = None,
-) -> None:
-    """Run ``hack/kind/<step>`` (or ``argv``, a command of the repository named ``step``):
-    each output line goes to ``log_path`` and to ``echo``.
-
-    Raises ``AssertionError`` with the log's tail when the step fails or overruns.
-    """
-    command = list(argv) if argv is not None else [str(KIND_SCRIPTS / step)]
-    label = step if argv is not None else f"hack/kind/{step}"
-    echo(f"kind suite: {label} (log: {log_path})")
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            command,
-            env=dict(env),
-            cwd=REPO_ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            # Its own process group, so an overrun ends the docker, kind and helm it runs too.
-            start_new_session=True,
-        )
-
-        def relay() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                echo(f"  {line.rstrip()}")
-
-        # A reader thread, so the deadline holds even when the step stops printing.
-        reader = threading.Thread(target=relay, name=f"kind-{step}", daemon=True)
-        reader.start()
-        try:
-            status: int | None = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            status = None
-        reader.join(timeout=10)
-    if status != 0:
-        tail = "\n".join(log_path.read_text().splitlines()[-60:])
-        outcome = f"exited {status}" if status is not None else f"overran {timeout:g}s"
-        raise AssertionError(f"{label} {outcome}; last lines of {log_path}:\n{tail}")

@@ -26,7 +26,8 @@ Binaries come from ``hack/k8s-build node`` (kubelet, kube-proxy, containerd, its
 ctr, CoreDNS, a pause binary); runc and the CNI plugins from Debian. The sandbox image is
 made here from the pause binary (``tests.support.ociimage``). CoreDNS runs as a process in
 the node's namespace, behind a ``kube-dns`` Service. Volumes of PersistentVolumeClaims come
-from hostPath PersistentVolumes made in the node's directory (no provisioner is needed).
+from Rancher's local-path-provisioner, a process of the node too, behind the cluster's
+default StorageClass (``tests.support.cluster.localpath``): directories in the node's own.
 """
 
 from __future__ import annotations
@@ -46,7 +47,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.cluster import BUILD_SCRIPT, TrackedProcess, build_env
+from tests.support.cluster import BUILD_SCRIPT, TrackedProcess, build_env, localpath
+from tests.support.cluster.host import (
+    BASELINE,
+    cgroup_mounts,
+    host_snapshot,
+    mount_points,
+    read_sysctl,
+    registry_dir,
+)
 from tests.support.cluster.pki import _kubeconfig
 from tests.support.cluster.processes import _die_with_parent
 from tests.support.ociimage import Entry, build_archive
@@ -62,33 +71,6 @@ PAUSE_IMAGE = "kaos.local/pause:1"
 TOOLBOX_IMAGE = "kaos.local/toolbox:1"
 BUSYBOX = Path("/bin/busybox")
 CNI_BIN_DIR = Path("/usr/lib/cni")
-# What the kubelet (setupKernelTunables) and the CNI bridge change on the host, and the
-# kubelet's keyring limits: written back on stop.
-HOST_SYSCTLS = (
-    "vm/overcommit_memory",
-    "vm/panic_on_oom",
-    "kernel/panic",
-    "kernel/panic_on_oops",
-    "kernel/keys/root_maxkeys",
-    "kernel/keys/root_maxbytes",
-    "net/ipv4/ip_forward",
-)
-# Host paths a component hard-codes: removed on stop when they did not exist before.
-HARD_CODED_PATHS = (Path("/run/containerd"), Path("/var/log/containers"))
-PERSISTENT_VOLUMES = 12
-
-
-# The host as the first node found it (registry_dir()), restored when the last one goes.
-BASELINE = "host-baseline.json"
-
-
-def registry_dir() -> Path:
-    """Each running node leaves its state here (<ident>.json with the pid of its owner), so
-    a node whose owner was killed (a test run stopped by a timeout) is torn down by the next."""
-    cache = os.environ.get("KAOS_CACHE_DIR") or str(Path.home() / ".cache" / "kaos")
-    return Path(cache) / "real-nodes"
-
-
 POLL_INTERVAL = 0.2
 
 
@@ -106,6 +88,7 @@ class NodeBinaries:
     containerd_bin: Path
     coredns: Path
     pause: Path
+    provisioner: Path
 
     @property
     def containerd(self) -> Path:
@@ -129,12 +112,13 @@ class NodeBinaries:
             containerd_bin=Path(env["KAOS_CONTAINERD_BIN"]),
             coredns=Path(env["KAOS_COREDNS"]),
             pause=Path(env["KAOS_PAUSE"]),
+            provisioner=Path(env["KAOS_LOCAL_PATH_PROVISIONER"]),
         )
 
     def missing(self) -> list[str]:
         """Every missing piece, each with how to get it."""
         built = [self.kubelet, self.kube_proxy, self.containerd, self.shim, self.ctr,
-                 self.coredns, self.pause]  # fmt: skip
+                 self.coredns, self.pause, self.provisioner]  # fmt: skip
         gone = [f"{p.name} (hack/k8s-build node)" for p in built if not os.access(p, os.X_OK)]
         for tool, package in (("runc", "runc"), ("iptables", "iptables"),
                               ("conntrack", "conntrack"), ("nsenter", "util-linux"),
@@ -181,70 +165,6 @@ def why_real_node_cannot_run(build_script: Path = BUILD_SCRIPT) -> str | None:
         return f"hack/k8s-build --print-env failed: {exc}"
     gone = binaries.missing()
     return f"missing {', '.join(gone)}" if gone else None
-
-
-# ------------------------------------------------------------------- host snapshot
-
-
-def _read_sysctl(name: str) -> str:
-    return Path("/proc/sys", name).read_text().strip()
-
-
-def _cgroup_mounts() -> list[Path]:
-    """Mount points of every cgroup hierarchy (v1 controllers, named ones, and v2)."""
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        pre, _, post = line.partition(" - ")
-        if post.split(" ", 1)[0] in {"cgroup", "cgroup2"}:
-            found.append(Path(pre.split()[4]))
-    return found
-
-
-def _mount_points() -> list[str]:
-    return [
-        line.split()[4].replace("\\040", " ")
-        for line in Path("/proc/self/mountinfo").read_text().splitlines()
-    ]
-
-
-def _run_text(argv: Sequence[str]) -> str:
-    proc = subprocess.run(list(argv), capture_output=True, text=True, check=False)
-    return proc.stdout if proc.returncode == 0 else f"(exit {proc.returncode}) {proc.stderr}"
-
-
-def host_snapshot() -> dict[str, Any]:
-    """What the node could change on the host, as comparable data: the sysctls, the
-    iptables rules (both back ends), links, addresses, routes, mounts, the top-level
-    cgroups of each hierarchy, and the hard-coded paths."""
-    cgroups = {}
-    for mount in _cgroup_mounts():
-        with contextlib.suppress(OSError):
-            cgroups[str(mount)] = sorted(p.name for p in mount.iterdir() if p.is_dir())
-
-    def strip_counters(text: str) -> list[str]:
-        # iptables-save prints packet counters and a timestamp that change on their own.
-        return [
-            line.split(" [", 1)[0] if line.startswith(":") else line
-            for line in text.splitlines()
-            if not line.startswith("#")
-        ]
-
-    return {
-        "sysctls": {name: _read_sysctl(name) for name in HOST_SYSCTLS},
-        "iptables": strip_counters(_run_text(["iptables-save"])),
-        "iptables-legacy": strip_counters(_run_text(["iptables-legacy-save"]))
-        if shutil.which("iptables-legacy-save")
-        else [],
-        "links": sorted(
-            line.split(":")[1].strip().split("@")[0]
-            for line in _run_text(["ip", "-o", "link", "show"]).splitlines()
-        ),
-        "addresses": sorted(_run_text(["ip", "-o", "-4", "addr", "show"]).splitlines()),
-        "routes": sorted(_run_text(["ip", "route", "show", "table", "all"]).splitlines()),
-        "mounts": sorted(_mount_points()),
-        "cgroups": cgroups,
-        "paths": {str(p): p.exists() for p in HARD_CODED_PATHS},
-    }
 
 
 # ------------------------------------------------------------------- process util
@@ -324,6 +244,11 @@ class RealNode:
     @property
     def shim_socket_dir(self) -> Path:
         return Path("/run") / f"kaos-node-{self.ident}"
+
+    @property
+    def volumes_dir(self) -> Path:
+        """Where the provisioner makes the volumes of claims."""
+        return self.workdir / "volumes"
 
     @property
     def socket(self) -> Path:
@@ -450,10 +375,14 @@ class RealNode:
         kubelet = self._spawn("kubelet", self._kubelet_args(pki, kubeconfigs["kubelet"]))
         proxy = self._spawn("kube-proxy", self._kube_proxy_args(kubeconfigs["kube-proxy"]))
         coredns = self._spawn("coredns", self._coredns_args(kubeconfigs["admin"]))
-        self._register()
-        everything = [containerd, kubelet, proxy, coredns]
         self._dns_service(api)
-        self._persistent_volumes(api)
+        # The provisioner reads its ConfigMap when it starts.
+        for path, obj in localpath.objects(self.volumes_dir, TOOLBOX_IMAGE):
+            api.create(path, obj)
+        provisioner = self._spawn("local-path-provisioner", localpath.args(
+            self.binaries.provisioner, kubeconfigs["admin"], TOOLBOX_IMAGE))  # fmt: skip
+        self._register()
+        everything = [containerd, kubelet, proxy, coredns, provisioner]
         self._wait(f"node {NODE_NAME} Ready", everything, lambda: api.node_ready(NODE_NAME))
         self._wait("kube-proxy /healthz", everything,
                    lambda: _http_ok(f"http://{self.node_ip}:10256/healthz"))  # fmt: skip
@@ -499,7 +428,7 @@ class RealNode:
     def _make_cgroup_root(self) -> None:
         """The kubelet refuses a cgroupRoot that does not exist: make it in every
         hierarchy (cpuset needs its cpus and mems filled from the parent)."""
-        for mount in _cgroup_mounts():
+        for mount in cgroup_mounts():
             path = mount / self.cgroup_root.lstrip("/")
             path.mkdir(exist_ok=True)
             for knob in ("cpuset.cpus", "cpuset.mems"):
@@ -606,8 +535,9 @@ disabled_plugins = [
 
     def _toolbox_archive(self) -> Path:
         files = {"bin/busybox": Entry(BUSYBOX)}
+        # mkdir and rm: the storage provisioner's helper pods run this image too.
         for applet in ("sh", "id", "wget", "nslookup", "httpd", "cat", "touch", "sleep", "ls",
-                       "mkdir", "grep"):  # fmt: skip
+                       "mkdir", "rm", "grep"):  # fmt: skip
             files[f"bin/{applet}"] = Entry(target="busybox")
         files["tmp/.keep"] = Entry(BUSYBOX, mode=0o644)
         return self._image_archive("toolbox", TOOLBOX_IMAGE, files, ["/bin/sh"])
@@ -744,22 +674,6 @@ disabled_plugins = [
             "ports": [{"name": n, "protocol": p, "port": 53} for n, p in ports],
         })  # fmt: skip
 
-    def _persistent_volumes(self, api: Any) -> None:
-        """hostPath volumes in the node's directory that PersistentVolumeClaims without a
-        storage class bind to (the cluster has no provisioner)."""
-        for i in range(PERSISTENT_VOLUMES):
-            path = self.workdir / "volumes" / f"pv-{i}"
-            path.mkdir(parents=True, exist_ok=True)
-            path.chmod(0o777)  # pods run as their own non-root users
-            api.create("/api/v1/persistentvolumes", {
-                "apiVersion": "v1", "kind": "PersistentVolume",
-                "metadata": {"name": f"kaos-node-pv-{i}"},
-                "spec": {"capacity": {"storage": "100Gi"},
-                         "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
-                         "persistentVolumeReclaimPolicy": "Retain",
-                         "hostPath": {"path": str(path), "type": "Directory"}},
-            })  # fmt: skip
-
     # -- stop --------------------------------------------------------------------
 
     def stop(self, grace: float = 10.0) -> None:
@@ -807,7 +721,7 @@ disabled_plugins = [
         when the node made it."""
         found: list[Path] = []
         existed = self.before.get("cgroups") or {}
-        for mount in _cgroup_mounts():
+        for mount in cgroup_mounts():
             names = [self.cgroup_root.lstrip("/")]
             if "k8s.io" not in existed.get(str(mount), ["k8s.io"]):
                 names.append("k8s.io")
@@ -835,7 +749,7 @@ disabled_plugins = [
     def _unmount_all(self) -> None:
         prefix = str(self.workdir.resolve()) + "/"
         for _ in range(10):
-            ours = [m for m in _mount_points() if m.startswith(prefix)]
+            ours = [m for m in mount_points() if m.startswith(prefix)]
             if not ours:
                 return
             for mount in sorted(ours, key=len, reverse=True):
@@ -888,7 +802,7 @@ disabled_plugins = [
     def _restore_host(self) -> None:
         for name, value in (self.before.get("sysctls") or {}).items():
             with contextlib.suppress(OSError):
-                if _read_sysctl(name) != value:
+                if read_sysctl(name) != value:
                     Path("/proc/sys", name).write_text(value + "\n")
         for path, existed in (self.before.get("paths") or {}).items():
             if not existed:

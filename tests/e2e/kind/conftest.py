@@ -10,11 +10,14 @@ keeps a cluster the suite created.
 
 Where Docker or kind is missing, the same checks run on the test cluster's real node
 instead (``tests.support.realnode``: a kubelet on containerd and runc, in a network
-namespace of its own; ``KAOS_E2E_PROVIDER=kind|real-node`` forces one): the cluster comes
-up in-process, ``hack/images`` builds (through its cache) the KAOS, LiteLLM and pgvector
-images without a container engine, ``ctr`` imports them into the node, and
-``hack/kind/deploy`` deploys with ``KAOS_KIND_PROVIDER=real-node``. ``KAOS_KIND_KEEP=1``
-keeps the cluster's directory (logs) after it is stopped.
+namespace of its own; ``KAOS_E2E_PROVIDER=kind|real-node`` forces one), brought up and
+taken down by the code of ``make cluster`` and ``make cluster-down``
+(``tests.support.cluster.cli``, in-process and not detached): ``hack/images`` builds
+(through its cache) the KAOS, LiteLLM and pgvector images without a container engine,
+``ctr`` imports them into the node, ``hack/kind/deploy`` deploys with
+``KAOS_KIND_PROVIDER=real-node``; the package's last test (``test_kind_teardown.py``)
+takes it down and compares the host with what it was before. ``KAOS_KIND_KEEP=1`` keeps
+the cluster's directory (logs) after it is stopped.
 
 Where neither can run the suite is skipped, and says so loudly: every test's skip reason
 names what is missing, and the terminal summary repeats it in a banner. Missing kubectl
@@ -27,12 +30,16 @@ import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e.kind.helpers import STEP_TIMEOUT, KindDeployment
 from tests.fixtures.helm import locate_helm
-from tests.support.cluster import Binaries, LocalCluster
+from tests.support.cluster import ClusterError
+from tests.support.cluster import cli as cluster_cli
+from tests.support.cluster.host import host_snapshot
+from tests.support.cluster.samples import IMAGES_SCRIPT
 from tests.support.kind import (
     DEFAULT_CLUSTER,
     DEFAULT_NAMESPACE,
@@ -41,7 +48,11 @@ from tests.support.kind import (
     why_kind_cannot_run,
 )
 from tests.support.procs import REPO_ROOT
-from tests.support.realnode import why_real_node_cannot_run
+from tests.support.realnode import (
+    NodeBinaries,
+    sweep_abandoned_nodes,
+    why_real_node_cannot_run,
+)
 
 # Why the suite did not run, for the terminal summary.
 KIND_SKIPPED = pytest.StashKey[str]()
@@ -62,10 +73,23 @@ def pytest_terminal_summary(
     )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The teardown test after every other test of this package, whatever their names."""
+    here = Path(__file__).parent
+    ours = [i for i, item in enumerate(items) if item.path.parent == here]
+    if not ours:
+        return
+    block = [items[i] for i in ours]
+    ordered = sorted(block, key=lambda item: item.path.name == TEARDOWN_MODULE)
+    for i, item in zip(ours, ordered, strict=True):
+        items[i] = item
+
+
 # Tried in this order unless KAOS_E2E_PROVIDER names one: kind where Docker is, else the
 # real node (root and its binaries), so `make test` runs the suite on this machine too.
 PROVIDERS = ("kind", "real-node")
-IMAGES_SCRIPT = REPO_ROOT / "hack" / "images"
+# Last in the package: it takes the real node's cluster down (tests/e2e/kind/test_kind_teardown.py).
+TEARDOWN_MODULE = "test_kind_teardown.py"
 
 
 def why_real_node_suite_cannot_run() -> str | None:
@@ -137,8 +161,9 @@ def kind(
 
     def step(name: str) -> None:
         try:
-            run_step(name, env, workdir / f"{name}.log", timeout=STEP_TIMEOUT, echo=echo)
-        except AssertionError as exc:
+            run_step(name, env, workdir / f"{name}.log", timeout=STEP_TIMEOUT,
+                     echo=lambda line: echo(f"kind suite: {line}"))  # fmt: skip
+        except ClusterError as exc:
             pytest.fail(str(exc), pytrace=False)
 
     steps = ["deploy"] if reused else ["up", "build-images", "deploy"]
@@ -202,52 +227,40 @@ def _kind_node_containers(kind_bin: str, cluster: str) -> set[str]:
     return found
 
 
-def _image_archives(env: dict[str, str]) -> list[tuple[str, Path]]:
-    """``hack/images --list``: each image's reference and its archive."""
-    out = subprocess.run(
-        [str(IMAGES_SCRIPT), "--list"], env=env, check=True, capture_output=True, text=True,
-        timeout=STEP_TIMEOUT, stdin=subprocess.DEVNULL,
-    ).stdout  # fmt: skip
-    pairs = [line.split(None, 1) for line in out.splitlines() if line.strip()]
-    return [(ref, Path(path.strip())) for ref, path in pairs]
-
-
 def _on_real_node(
     namespace: str, kubectl: str, helm: str, workdir: Path, echo: Callable[[str], None]
 ) -> Iterator[KindDeployment]:
-    """The suite's deployment on a real node of the test cluster (see the module doc)."""
+    """The suite's deployment on a real node of the test cluster: ``make cluster``'s own
+    ``up`` and ``down`` (``tests.support.cluster.cli``), not detached, so that the cluster
+    dies with pytest if pytest is killed."""
     keep = os.environ.get("KAOS_KIND_KEEP", "").strip().lower() not in {"", "0", "false", "no"}
-    local = LocalCluster(
-        Binaries.locate().require(),
-        workdir / "cluster",
-        real_node=True,
-        log=lambda line: echo(f"  real node: {line}"),
-    )
-    cluster = local.start()
-    env = {
-        **os.environ,
-        "KAOS_KIND_PROVIDER": "real-node",
-        "KAOS_REAL_NODE_KUBECONFIG": str(cluster.kubeconfig),
-        "KAOS_KIND_NAMESPACE": namespace,
-        "KAOS_KUBECTL": kubectl,
-        "KAOS_HELM": helm,
-    }
+    state_dir = workdir / "cluster"
+
+    def say(line: str) -> None:
+        echo(f"kind suite (real node): {line}")
+
+    # A node a killed run left behind would otherwise be part of "before".
+    sweep_abandoned_nodes(NodeBinaries.locate(), log=say)
+    before = host_snapshot()
+    after: list[dict[str, Any]] = []
+
+    def take_down() -> dict[str, Any]:
+        if not after:
+            cluster_cli.down(state_dir, say=say, remove=not keep)
+            after.append(host_snapshot())
+        return after[0]
+
     try:
+        local, cluster = cluster_cli.up(
+            state_dir, real_node=True, namespace=namespace, detach=False, say=say,
+            env={"KAOS_KUBECTL": kubectl, "KAOS_HELM": helm},
+        )  # fmt: skip
         node = local._node
         assert node is not None
-
-        def step(name: str, argv: list[str] | None = None) -> None:
-            try:
-                run_step(name, env, workdir / f"{name.replace('/', '-')}.log",
-                         timeout=STEP_TIMEOUT, echo=echo, argv=argv)  # fmt: skip
-            except AssertionError as exc:
-                pytest.fail(str(exc), pytrace=False)
-
-        step("hack/images", [str(IMAGES_SCRIPT)])
-        for ref, archive in _image_archives(env):
-            echo(f"kind suite: importing {ref} into the node ({archive})")
-            node.import_archive(archive)
-        step("deploy")
+    except ClusterError as exc:
+        take_down()
+        pytest.fail(str(exc), pytrace=False)
+    try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("KUBECONFIG", str(cluster.kubeconfig))
             yield KindDeployment(
@@ -257,6 +270,8 @@ def _on_real_node(
                 kubectl_path=kubectl,
                 runtime_containers=node.runtime_containers,
                 provider="real-node",
+                host_before=before,
+                take_down=take_down,
             )
     finally:
-        local.stop(remove=not keep)
+        take_down()

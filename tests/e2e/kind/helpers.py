@@ -55,6 +55,11 @@ class KindDeployment:
     runtime_containers: Callable[[], set[str]] = lambda: set()
     # "kind" or "real-node": the provider that made the cluster.
     provider: str = "kind"
+    # On the real node: the host before the cluster came up, and what takes the cluster
+    # down (as `make cluster-down` does) and returns the host after (once; the fixture's
+    # teardown calls it too). The kind provider's cluster lives in Docker: None.
+    host_before: dict[str, Any] | None = None
+    take_down: Callable[[], dict[str, Any]] | None = None
 
     def kubectl(
         self, *args: str, check: bool = True, timeout: float = 60

@@ -6,6 +6,7 @@ its Service while one of its two replicas is deleted."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from typing import Any
 
@@ -20,7 +21,7 @@ from tests.e2e.kind.helpers import (
     token,
     with_memory,
 )
-from tests.support.cluster import wait_until
+from tests.support.cluster import localpath, wait_until
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(SUITE_TIMEOUT)]
 
@@ -28,6 +29,7 @@ RELEASE_NAMESPACE = "kaos-system"
 # The uid the KAOS images run as (Dockerfile.base) and the chart and the operator set.
 KAOS_UID = 65532
 EXTERNAL_STORE, EXTERNAL_AGENT = "memory-pgvector", "archivist"
+LOCAL_STORE = "memory-local"
 
 # What the process sees, printed as JSON: run with the image's own Python.
 INSPECT = """
@@ -72,6 +74,37 @@ def test_every_pod_is_a_ready_real_container(kind: KindDeployment) -> None:
             assert "running" in status["state"], (name, status)
             runtime, _, cid = status["containerID"].partition("://")
             assert runtime == "containerd" and cid in listed, (name, status["containerID"])
+
+
+def test_the_kaos_images_run_under_their_id_tags(kind: KindDeployment) -> None:
+    """Each KAOS container runs the image the deploy loaded or imported, under the tag that
+    names its ID (dev-<12 hex digits>): a rebuilt image gets a new tag, so deploying again
+    (a second `make cluster`) rolls it out."""
+    pods = _pods(kind, RELEASE_NAMESPACE) + _pods(kind, kind.namespace)
+    images = {c["image"] for pod in pods for c in _kaos_containers(pod)}
+    assert {ref.rsplit(":", 1)[0].rsplit("/", 1)[1] for ref in images} >= {
+        "kaos-operator", "kaos-memory", "kaos-agent"}, images  # fmt: skip
+    tags = {ref: ref.rsplit(":", 1)[1] for ref in images}
+    assert all(re.fullmatch(r"dev-[0-9a-f]{12}", tag) for tag in tags.values()), tags
+
+
+def test_the_local_store_claim_is_bound_by_the_storage_provisioner(kind: KindDeployment) -> None:
+    """No hand-made volume: the memory-local sample's claim names no class, gets the
+    cluster's default one, and Rancher's local-path-provisioner made its volume (kind ships
+    it as its `standard` class; the real node runs it behind `local-path`)."""
+    claim = kind.get("pvc", f"{LOCAL_STORE}-data")
+    assert claim is not None and claim["status"]["phase"] == "Bound", claim
+    classes = json.loads(kind.kubectl("get", "storageclasses", "-o", "json").stdout)["items"]
+    default = [c["metadata"]["name"] for c in classes
+               if (c["metadata"].get("annotations") or {}).get(localpath.DEFAULT_CLASS_ANNOTATION)
+               == "true"]  # fmt: skip
+    assert default == [claim["spec"]["storageClassName"]], (default, claim["spec"])
+    volume = json.loads(kind.kubectl("get", "pv", claim["spec"]["volumeName"], "-o",
+                                     "json").stdout)  # fmt: skip
+    annotations = volume["metadata"].get("annotations") or {}
+    assert annotations.get(localpath.PROVISIONED_BY) == localpath.PROVISIONER, annotations
+    assert volume["spec"]["storageClassName"] == claim["spec"]["storageClassName"]
+    assert volume["spec"]["claimRef"]["namespace"] == kind.namespace
 
 
 def test_the_security_context_holds_in_the_kaos_processes(kind: KindDeployment) -> None:

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import Binaries, Cluster, LocalCluster
+from tests.support.cluster.host import host_snapshot
 from tests.support.realnode import (
     NodeBinaries,
-    host_snapshot,
     sweep_abandoned_nodes,
     why_real_node_cannot_run,
 )

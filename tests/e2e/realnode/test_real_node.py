@@ -10,22 +10,20 @@ from __future__ import annotations
 import json
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kaos_cli.kubectl.forward import port_forward
 
 from tests.e2e.realnode.conftest import NodeCluster
-from tests.support.cluster import REAL_NODE_NAME, processes_mentioning, wait_until
-from tests.support.realnode import TOOLBOX_IMAGE, host_snapshot
+from tests.support.cluster import REAL_NODE_NAME, localpath, processes_mentioning, wait_until
+from tests.support.cluster.host import host_changes, host_snapshot
+from tests.support.realnode import TOOLBOX_IMAGE
 
 pytestmark = [pytest.mark.realnode, pytest.mark.timeout(600)]
 
 READY_TIMEOUT = 120.0
-# What other work on this shared machine changes on its own while the suite runs (part
-# of nothing the node does): the image builder's storage and run directories.
-FOREIGN_MOUNT_PREFIXES = ("/root/.cache/kaos/images/", "/run/kaos-images", "/var/lib/containers/")
-FOREIGN_CGROUP_PREFIX = "buildah-"
 
 
 def _pod(name: str, command: str, **extra: Any) -> dict[str, Any]:
@@ -188,6 +186,8 @@ def test_security_context_holds_in_the_container(real_node: NodeCluster, ns: str
 
 
 def test_a_claimed_volume_outlives_its_pod(real_node: NodeCluster, ns: str) -> None:
+    """A claim without a class gets the default one, whose provisioner makes its volume on
+    the node when the first pod needs it, and removes it with the claim."""
     token = uuid.uuid4().hex
     claim = {
         "apiVersion": "v1",
@@ -212,6 +212,28 @@ def test_a_claimed_volume_outlives_its_pod(real_node: NodeCluster, ns: str) -> N
     wait_until(lambda: old_id not in _runtime_containers(real_node), timeout=READY_TIMEOUT,
                what="the deleted pod's container gone from containerd")  # fmt: skip
 
+    # The provisioner made the volume: a directory of the node's, pinned to the node.
+    bound = _get(real_node, ns, "pvc", "data")
+    assert bound["spec"]["storageClassName"] == localpath.STORAGE_CLASS
+    assert bound["status"]["phase"] == "Bound"
+    pv = json.loads(real_node.cluster.kubectl(
+        "get", "pv", bound["spec"]["volumeName"], "-o", "json").stdout)  # fmt: skip
+    assert pv["metadata"]["annotations"][localpath.PROVISIONED_BY] == localpath.PROVISIONER
+    assert pv["spec"]["storageClassName"] == localpath.STORAGE_CLASS
+    node = real_node.local._node
+    assert node is not None
+    directory = Path(pv["spec"]["hostPath"]["path"])
+    assert directory.parent == node.volumes_dir
+    assert (directory / "token").read_text().strip() == token
+
+    # Deleting the claim deletes the volume and its directory (the class's reclaim policy).
+    real_node.cluster.kubectl("delete", "pod", "-n", ns, "reader", "--wait=true")
+    real_node.cluster.kubectl("delete", "pvc", "-n", ns, "data", "--wait=true")
+    gone = real_node.cluster.kubectl("wait", "--for=delete", f"pv/{pv['metadata']['name']}",
+                                     f"--timeout={READY_TIMEOUT:g}s", check=False)  # fmt: skip
+    assert gone.returncode == 0, gone.stderr
+    assert not directory.exists()
+
 
 def test_down_leaves_the_machine_as_it_found_it(real_node: NodeCluster) -> None:
     assert real_node.local.workdir is not None
@@ -221,24 +243,10 @@ def test_down_leaves_the_machine_as_it_found_it(real_node: NodeCluster) -> None:
     real_node.shutdown()
     before, after = real_node.before, real_node.after
 
-    def own(mounts: list[str]) -> list[str]:
-        return [m for m in mounts if not m.startswith(FOREIGN_MOUNT_PREFIXES)]
-
-    assert after["sysctls"] == before["sysctls"]
-    assert after["iptables"] == before["iptables"]
-    assert after["iptables-legacy"] == before["iptables-legacy"]
-    assert after["links"] == before["links"] and host_if not in after["links"]
-    assert after["addresses"] == before["addresses"]
-    assert after["routes"] == before["routes"]
-    assert own(after["mounts"]) == own(before["mounts"])
-
-    def own_cgroups(tree: dict[str, list[str]]) -> dict[str, list[str]]:
-        return {h: [n for n in names if not n.startswith(FOREIGN_CGROUP_PREFIX)]
-                for h, names in tree.items()}  # fmt: skip
-
-    assert own_cgroups(after["cgroups"]) == own_cgroups(before["cgroups"])
+    # sysctls, iptables (both back ends), links, addresses, routes, mounts, cgroups, paths.
+    assert host_changes(before, after) == {}
+    assert host_if not in after["links"]
     assert all(cgroup_root.lstrip("/") not in names for names in after["cgroups"].values())
-    assert after["paths"] == before["paths"]
     assert not processes_mentioning(str(workdir))
     # What a snapshot taken now says agrees (nothing came back after the stop).
     assert host_snapshot()["sysctls"] == before["sysctls"]

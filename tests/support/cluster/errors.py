@@ -13,3 +13,8 @@ class BinariesMissing(ClusterError):
 
 class StartupFailed(ClusterError):
     """A component did not become ready; the message carries the tail of its log."""
+
+
+class StepFailed(ClusterError):
+    """A script of the repository (``hack/images``, ``hack/kind/deploy``) failed or overran;
+    the message carries the tail of its log."""

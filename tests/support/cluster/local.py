@@ -60,9 +60,9 @@ class _Ports:
 class LocalCluster:
     """A private control plane in ``workdir``: ``start()`` it, ``stop()`` it.
 
-    With ``detach`` the processes survive this Python process (``hack/test-cluster up``)
-    and are found again through ``workdir/state.json``; otherwise they get SIGKILL when
-    it dies, so no orphan outlives a killed test run.
+    With ``detach`` the processes survive this Python process (``hack/test-cluster up``);
+    otherwise they get SIGKILL when it dies, so no orphan outlives a killed test run. Either
+    way ``workdir/state.json`` records them, for ``attach``.
 
     With ``real_node`` the cluster gets one real node (``tests.support.realnode``: kubelet,
     containerd, runc, CNI, kube-proxy, DNS) instead of kwok's simulated ones, and the API
@@ -223,8 +223,9 @@ class LocalCluster:
             bin_dir=self.binaries.bin_dir,
             node_names=tuple(nodes),
         )
-        if self.detach:
-            self._save_state(cluster)
+        # Detached, this is how `hack/test-cluster down` finds the processes again; attached
+        # too, so that the kind suite stops its cluster the way `make cluster-down` does.
+        self._save_state(cluster)
         return cluster
 
     def _step(self, what: str) -> None:
