@@ -91,6 +91,8 @@ class Demo:
     model_got = "saw"
     # One chat request's budget, in seconds.
     chat_timeout = 120.0
+    # Seconds a forget may take (it waits for the store's background work on the principal).
+    forget_timeout = 10.0
 
     def __init__(self, stack: LocalStack, http: aiohttp.ClientSession) -> None:
         self.stack = stack
@@ -486,7 +488,7 @@ class Demo:
     async def forget_memory(self) -> None:
         say("\n== 7. Forget: alice's memory with both agents is erased ==")
         for agent in ("coordinator", "researcher"):
-            async with self.stack.memory_client(agent) as mem:
+            async with self.stack.memory_client(agent, timeout=self.forget_timeout) as mem:
                 f = await mem.forget(
                     "agent",
                     principal=ALICE,

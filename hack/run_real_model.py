@@ -48,6 +48,9 @@ class RealModelDemo(Demo):
     model_name = SMOLLM2
     model_got = "was sent"
     chat_timeout = 300.0
+    # A background extraction on a small CPU model can hold the principal for the whole
+    # model timeout, and a forget waits for it.
+    forget_timeout = 300.0
 
     def __init__(self, stack: RealModelStack, http: aiohttp.ClientSession) -> None:
         super().__init__(stack, http)

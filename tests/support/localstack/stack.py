@@ -197,11 +197,14 @@ class LocalStack:
     def identity(self, agent: str) -> str:
         return agent_identity(self.samples.agents[agent].namespace, agent)
 
-    def memory_client(self, agent: str | None = None) -> MemoryServiceClient:
+    def memory_client(
+        self, agent: str | None = None, *, timeout: float = 10.0
+    ) -> MemoryServiceClient:
         """A client of the store as ``agent`` would call it (None: an administrator);
         secured, it presents the agent's memory token as the agent does."""
         return MemoryServiceClient(
             self.memory_url,
+            timeout=timeout,
             agent_identity=None if agent is None else self.identity(agent),
             token_file=None if agent is None else self.token_file(agent, "memory"),
         )
