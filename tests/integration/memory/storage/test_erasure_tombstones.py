@@ -8,10 +8,6 @@ lease lapses.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.storage.base import ErasureSelector, FoldPolicy, NewTurn
 from kaos_memory.storage.sql.store import SqlConversationStore
@@ -23,31 +19,6 @@ NO_FOLD = FoldPolicy(trigger_tokens=10_000, target_tokens=10, max_events=10_000)
 WHO = Attribution(group="g", session="s1", principal="alice", agent="kaos://agent/a/b")
 OTHER = Attribution(group="g", session="s2", principal="bob", agent=None)
 SESSION = Scope(level="session", group="g", session="s1", principal="alice", agent=None)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture(params=["local", pytest.param("external", marks=pytest.mark.postgres)])
-async def store(
-    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock
-) -> AsyncIterator[SqlConversationStore]:
-    if request.param == "local":
-        from kaos_memory.storage.sql.sqlite import SqliteDialect
-
-        s = SqlConversationStore(SqliteDialect(tmp_path / "conversation.sqlite3"), clock=clock)
-    else:
-        from kaos_memory.storage.sql.postgres import PostgresDialect
-
-        dsn = request.getfixturevalue("pg_dsn")
-        s = SqlConversationStore(PostgresDialect(dsn, pool_size=2), clock=clock)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 async def write(store: SqlConversationStore, n: int, who: Attribution = WHO) -> None:
