@@ -9,30 +9,100 @@ exit statuses are documented in docs/cli.md.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 
 import click
 from click.shell_completion import get_completion_class
 
-from kaos_cli.commands.a2a import a2a_group
-from kaos_cli.commands.agent import agent_group
 from kaos_cli.commands.common import CONTEXT_SETTINGS
-from kaos_cli.commands.mcp import mcp_group
-from kaos_cli.commands.memory import memory_group
-from kaos_cli.commands.memorystore import memorystore_group
-from kaos_cli.commands.modelapi import modelapi_group
-from kaos_cli.commands.samples import samples_group
-from kaos_cli.commands.system import system_group
 from kaos_cli.tools import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, CliError, without_prefix
-from kaos_cli.ui.command import ui_command
 
 PROG = "kaos"
 COMPLETE_VAR = "_KAOS_COMPLETE"
 
+# The command groups, loaded when a command line names one: ``kaos --help`` imports none
+# of them (the A2A SDK, aiohttp and the resource models take most of a second), so it
+# answers at once. name: (module, attribute, the one-line help ``kaos --help`` shows,
+# equal to the group's own first help line; a unit test keeps the two the same).
+LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "agent": (
+        "kaos_cli.commands.agent",
+        "agent_group",
+        "Agents: list, inspect, deploy, follow and talk to them.",
+    ),
+    "modelapi": (
+        "kaos_cli.commands.modelapi",
+        "modelapi_group",
+        "ModelAPIs: the model endpoints agents and memory stores use "
+        "(LiteLLM proxy or hosted Ollama).",
+    ),
+    "mcp": (
+        "kaos_cli.commands.mcp",
+        "mcp_group",
+        "MCPServers: tool servers agents call (python-string runtime).",
+    ),
+    "memorystore": (
+        "kaos_cli.commands.memorystore",
+        "memorystore_group",
+        "MemoryStores: the tiered memory service agents remember through.",
+    ),
+    "a2a": (
+        "kaos_cli.commands.a2a",
+        "a2a_group",
+        "A2A tasks of an agent: send a message, get, cancel or list tasks.",
+    ),
+    "memory": (
+        "kaos_cli.commands.memory",
+        "memory_group",
+        "Inspect or erase what a MemoryStore remembers (the administrator's view).",
+    ),
+    "samples": (
+        "kaos_cli.commands.samples",
+        "samples_group",
+        "The sample manifests shipped with KAOS: list, deploy or delete them.",
+    ),
+    "system": (
+        "kaos_cli.commands.system",
+        "system_group",
+        "Install, upgrade, uninstall KAOS in the cluster and check its health.",
+    ),
+    "ui": (
+        "kaos_cli.ui.command",
+        "ui_command",
+        "Open the KAOS console: every agent, ModelAPI, MCP server and MemoryStore live, "
+        "chat with an agent, look inside a MemoryStore.",
+    ),
+}
+
+
+class LazyGroup(click.Group):
+    """click's documented lazy-loading group: commands import on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            module, attribute, _ = LAZY_COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # As click.Group.format_commands, with the lazy groups' help from the table.
+        shown = {n: c for n, c in self.commands.items() if n not in LAZY_COMMANDS and not c.hidden}
+        shown |= {n: click.Command(n, help=text) for n, (_, _, text) in LAZY_COMMANDS.items()}
+        limit = formatter.width - 6 - max(map(len, shown), default=0)
+        rows = [(name, shown[name].get_short_help_str(limit)) for name in sorted(shown)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
 
 @click.group(
     PROG,
+    cls=LazyGroup,
     context_settings=CONTEXT_SETTINGS,
     help="KAOS: run AI agents on Kubernetes. Uses your kubectl and helm: every command takes "
     "-n/--namespace and --context (default: the current kubeconfig context) and -o "
@@ -57,20 +127,6 @@ def completion_cmd(shell: str) -> int:
         raise CliError(f"no completion for {shell}", EXIT_ENVIRONMENT)
     sys.stdout.write(cls(cli, {}, PROG, COMPLETE_VAR).source())
     return 0
-
-
-for group in (
-    agent_group,
-    modelapi_group,
-    mcp_group,
-    memorystore_group,
-    a2a_group,
-    memory_group,
-    samples_group,
-    system_group,
-    ui_command,
-):
-    cli.add_command(group)
 
 
 def _usage_line(exc: click.UsageError) -> str:

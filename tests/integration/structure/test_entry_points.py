@@ -301,3 +301,33 @@ def test_memory_with_an_unusable_data_dir_says_so(probe_dir: Path) -> None:
         "there)\n"
     )
     assert result.ports_bound() == []
+
+
+def test_kaos_help_loads_no_command_group(probe_dir: Path, record_property: Any) -> None:
+    """``kaos --help`` lists every command from the app's table: it opens no socket and
+    imports none of the command groups, nor the libraries behind them (the A2A SDK,
+    aiohttp, the Kubernetes client, the resource models), which take most of a second."""
+    from kaos_cli.app import LAZY_COMMANDS
+
+    result = run([console_script("kaos"), "--help"], probe_dir)
+    record_property("seconds", round(result.seconds, 3))
+
+    assert result.code == 0, result.stderr
+    assert result.stderr == ""
+    listed = {line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line}
+    assert set(LAZY_COMMANDS) <= listed
+    assert result.sockets == []
+    heavy = {"a2a", "aiohttp", "kubernetes", "pydantic", "httpx", "kaos_core"}
+    groups = {module for module, _, _ in LAZY_COMMANDS.values()}
+    loaded = {m for m in result.modules if m.split(".")[0] in heavy} | (result.modules & groups)
+    assert not loaded, f"kaos --help imported {sorted(loaded)}"
+
+
+def test_naming_a_command_loads_its_group(probe_dir: Path) -> None:
+    # The other side of the lazy table: a command's own help comes from its group.
+    result = run([console_script("kaos"), "memory", "--help"], probe_dir)
+
+    assert result.code == 0, result.stderr
+    assert "kaos_cli.commands.memory" in result.modules
+    assert "kaos_cli.commands.agent" not in result.modules
+    assert "Usage: kaos memory [OPTIONS] COMMAND" in result.stdout
