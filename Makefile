@@ -46,7 +46,7 @@ services: node-tools ## install and start the test services (PostgreSQL+pgvector
 
 # Every shell script of the project; shellcheck comes from Debian (.ci/run installs it).
 SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/ollama-build hack/test-cluster hack/cluster hack/gen-crds hack/gen-docs hack/docs hack/gateway-api-crds \
-	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo hack/bench/realmodel $(wildcard hack/kind/*) \
+	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo hack/bench/realmodel hack/bench/agent $(wildcard hack/kind/*) \
 	hack/images hack/dev-images/pgvector/docker-entrypoint.sh
 
 # shellcheck (the lint), zsh (the CLI's zsh completion test) and chromium with its driver

@@ -13,8 +13,6 @@ import logging
 import time
 from collections import OrderedDict
 
-import jwt
-
 from kaos_core.auth.config import REVIEW_CACHE_SECONDS
 from kaos_core.auth.verify import (
     Clock,
@@ -107,6 +105,8 @@ def _first(values: object) -> str | None:
 def unverified_expiry(token: str) -> float | None:
     """The ``exp`` of a token the API server has just verified, unchecked: it only bounds
     how long a verdict is cached."""
+    import jwt  # with its cryptography, only in a process that verifies tokens
+
     try:
         claims = jwt.decode(token, options={"verify_signature": False})
     except jwt.PyJWTError:

@@ -42,10 +42,9 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import aiohttp
-import jwt
 
 from kaos_core import errors
 from kaos_core.auth.config import DEFAULT_LEEWAY
@@ -53,6 +52,9 @@ from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.errors import KaosError
 from kaos_core.tracing import client_session
 from kaos_core.wire import AUTHORIZATION_HEADER, WWW_AUTHENTICATE_HEADER
+
+if TYPE_CHECKING:
+    import jwt
 
 log = logging.getLogger(__name__)
 
@@ -357,6 +359,8 @@ class JwksVerifier:
 
     async def _verify_signature(self, token: str) -> tuple[Mapping[str, Any], jwt.PyJWK]:
         """The token's claims and the key that verified its signature."""
+        import jwt  # with its cryptography, only in a process that verifies tokens
+
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -421,6 +425,8 @@ class JwksVerifier:
             self._next_fetch = now + FAILED_FETCH_RETRY
             raise
         self._next_fetch = now + self._refetch_interval
+        import jwt
+
         keys: dict[str, jwt.PyJWK] = {}
         raw = doc.get("keys")
         for item in raw if isinstance(raw, list) else []:

@@ -16,6 +16,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
@@ -23,7 +24,6 @@ from kaos_core.http import REGISTRY_KEY, create_base_app
 from kaos_core.memory.client import MemoryServiceClient
 from kaos_core.telemetry.genai_metrics import GenAiMetrics
 from kaos_core.tracing import client_session
-from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
@@ -35,17 +35,21 @@ from kaos_agent.autonomous import Sleep, autonomous_loop
 from kaos_agent.chat import chat_completions
 from kaos_agent.context import RunDeps
 from kaos_agent.delegation import PeerClient
-from kaos_agent.loop import agent_toolsets, build_agent, openai_model
+from kaos_agent.loop import agent_toolsets, build_agent, openai_model, request_settings
 from kaos_agent.memory.base import Memory, NoMemory
 from kaos_agent.memory.local import LocalMemory
 from kaos_agent.memory.remote import RemoteMemory
 from kaos_agent.metrics import AgentMetrics
+from kaos_agent.one_request import OneRequest
 from kaos_agent.runner import AgentRuntime
 from kaos_agent.settings import AgentMemorySettings, AgentSettings
 from kaos_agent.telemetry import MeteredModel, instrumentation
 from kaos_agent.tool_listing import list_tools
 from kaos_agent.tool_support import ToolRefusalFallback, ToolSupport
-from kaos_agent.toolsets import GuardedToolset, mcp_toolsets
+from kaos_agent.toolsets import GuardedToolset, mcp_http_client, mcp_toolset, mcp_toolsets
+
+if TYPE_CHECKING:
+    import httpx2
 
 log = logging.getLogger(__name__)
 
@@ -178,13 +182,16 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
     support = ToolSupport(metrics, enabled=settings.model.tools != "off")
     delegation, memory_settings = settings.delegation, settings.memory
     tools: list[GuardedToolset] = []
+    mcp_http: httpx2.AsyncClient | None = None
     if not support.enabled:
         # A model that cannot call tools gets none: no MCP sessions, no peers, no memory tools.
         log.info("tools are off (MODEL_TOOLS=off): the model is offered none")
         delegation = delegation.model_copy(update={"peers": ()})
         memory_settings = memory_settings.model_copy(update={"tools": "none"})
     elif deps.toolsets is None:
-        tools = mcp_toolsets(settings.tools, metrics)
+        if settings.tools.servers:
+            mcp_http = mcp_http_client(settings.tools)
+            tools = mcp_toolsets(settings.tools, metrics, mcp_http)
     else:
         tools = [GuardedToolset(t, label_text="tools", metrics=metrics) for t in deps.toolsets]
     toolsets = agent_toolsets(
@@ -196,35 +203,55 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
         metrics=metrics,
     )
     app[TOOLSETS_KEY] = toolsets
-    model = MeteredModel(
-        deps.model or openai_model(settings.model), app[GENAI_METRICS_KEY], settings.agent.name
-    )
+    given_model, model_http = deps.model, None
+    if given_model is None:
+        # The model's own session: its pool is not shared with peers' or memory's requests.
+        model_http = client_session()
+        given_model = openai_model(settings.model, model_http)
+    model = MeteredModel(given_model, app[GENAI_METRICS_KEY], settings.agent.name)
+    # Outside the metered model: a refused request is measured too.
+    loop_model = ToolRefusalFallback(model, support)
+    instrument = instrumentation()
     agent = build_agent(
         name=settings.agent.name,
         instructions=settings.agent.instructions,
-        # Outside the metered model: a refused request is measured too.
-        model=ToolRefusalFallback(model, support),
+        model=loop_model,
         model_settings=settings.model,
         delegation=delegation,
         toolsets=toolsets,
-        instrument=instrumentation(),
+        instrument=instrument,
+    )
+    # No tools and no tracing: a run is one model request (kaos_agent.one_request).
+    one_request = (
+        OneRequest(loop_model, settings.agent.instructions, request_settings(settings.model))
+        if not toolsets and instrument is None
+        else None
     )
     runtime = AgentRuntime(
-        agent, memory, metrics, max_steps=settings.model.max_steps, budget=settings.budget
+        agent,
+        memory,
+        metrics,
+        max_steps=settings.model.max_steps,
+        budget=settings.budget,
+        one_request=one_request,
     )
     tasks = TaskStore()
     try:
         app[RUNTIME_KEY] = runtime
         app[A2A_KEY] = A2AServer(runtime, tasks, auth=app[AUTH_KEY])
-        listed: list[tuple[str, MCPToolset[RunDeps]]] = [
-            (t.label_text.removeprefix("mcp:"), t.wrapped)
+        listed = [
+            (t.label_text.removeprefix("mcp:"), mcp)
             for t in tools
-            if isinstance(t.wrapped, MCPToolset)
+            if (mcp := mcp_toolset(t.wrapped)) is not None
         ]
         app[CARD_KEY] = CardBuilder(settings, listed)
         yield
     finally:
         await tasks.close()
+        if model_http is not None:
+            await model_http.close()
+        if mcp_http is not None:
+            await mcp_http.aclose()
 
 
 async def _autonomous_ctx(app: web.Application) -> AsyncIterator[None]:

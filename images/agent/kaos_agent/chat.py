@@ -198,11 +198,13 @@ async def _stream(
             headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        await response.write(chunks.delta({"role": "assistant", "content": ""}))
+        # The role chunk and the first text leave in one write: the first token is not
+        # held behind a packet of its own.
+        head = chunks.delta({"role": "assistant", "content": ""})
+        await response.write(head if first is None else head + chunks.delta({"content": first}))
         failed = False
         try:
             if first is not None:
-                await response.write(chunks.delta({"content": first}))
                 async for delta in deltas:
                     await response.write(chunks.delta({"content": delta}))
         except KaosError as exc:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
+import aiohttp
 from pydantic_ai import Agent
 from pydantic_ai.capabilities.instrumentation import Instrumentation
 from pydantic_ai.models import Model
 from pydantic_ai.models.instrumented import InstrumentationSettings
-from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.profiles import ModelProfile
-from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.settings import ModelSettings as PydanticModelSettings
 from pydantic_ai.toolsets import AbstractToolset
 
 from kaos_agent.context import RunDeps
@@ -19,14 +19,20 @@ from kaos_agent.delegation import PeerClient, delegation_toolset
 from kaos_agent.memory.remote import RemoteMemory
 from kaos_agent.memory.tools import memory_toolset
 from kaos_agent.metrics import AgentMetrics
+from kaos_agent.model_client import ChatCompletionsModel
 from kaos_agent.settings import AgentMemorySettings, DelegationSettings, ModelSettings
 from kaos_agent.toolsets import GuardedToolset
 
 
-def openai_model(settings: ModelSettings) -> Model:
-    """The OpenAI-compatible model of the ModelAPI."""
-    provider = OpenAIProvider(base_url=settings.base_url, api_key=settings.api_key)
-    return OpenAIChatModel(settings.name, provider=provider, profile=_token_cap_as_max_tokens)
+def openai_model(settings: ModelSettings, http: aiohttp.ClientSession) -> Model:
+    """The OpenAI-compatible model of the ModelAPI, sent over ``http``."""
+    return ChatCompletionsModel(
+        settings.name,
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        http=http,
+        profile=_token_cap_as_max_tokens,
+    )
 
 
 def _token_cap_as_max_tokens(profile: ModelProfile) -> ModelProfile:
@@ -74,6 +80,11 @@ def agent_toolsets(
     return toolsets
 
 
+def request_settings(settings: ModelSettings) -> PydanticModelSettings:
+    """The settings every model request of the loop carries."""
+    return {"timeout": settings.timeout_seconds, **settings.sampling.request_settings()}
+
+
 def build_agent(
     *,
     name: str,
@@ -91,10 +102,7 @@ def build_agent(
         name=name,
         toolsets=list(toolsets),
         retries=2,
-        model_settings={
-            "timeout": model_settings.timeout_seconds,
-            **model_settings.sampling.request_settings(),
-        },
+        model_settings=request_settings(model_settings),
         # pydantic-ai's GenAI spans when tracing is on; off, not even a no-op capability.
         capabilities=[Instrumentation(settings=instrument)] if instrument is not None else None,
     )

@@ -4,6 +4,8 @@ Every entry point (chat completions, A2A, the autonomous loop) goes through
 ``AgentRuntime``, so memory rules, step limits, metrics and error mapping are the same
 for all of them. History precedence: the memory's window for the session when there is
 one, otherwise the earlier messages the caller sent (an OpenAI client's own history).
+An agent that offers the model no tools sends its run as one model request
+(``kaos_agent.one_request``) and hands the graph only an answer that is not plain text.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from kaos_agent.context import RunDeps
 from kaos_agent.memory.base import Memory, MemoryWriteFailed
 from kaos_agent.memory.turns import turns_from_messages
 from kaos_agent.metrics import AgentMetrics
+from kaos_agent.one_request import OneRequest, plain_event, text_answer
 from kaos_agent.settings import RunBudget
 
 log = logging.getLogger(__name__)
@@ -150,18 +153,21 @@ class AgentRuntime:
         *,
         max_steps: int,
         budget: RunBudget | None = None,
+        one_request: OneRequest | None = None,
     ) -> None:
         self.agent = agent
         self.memory = memory
         self.metrics = metrics
         self.max_steps = max_steps
         self.budget = budget or RunBudget()
+        # Set when a run is one model request (the agent offers no tools, nothing traces).
+        self.one_request = one_request
 
     def _limits(self, steps_cap: int) -> UsageLimits:
         return UsageLimits(request_limit=steps_cap, tool_calls_limit=self.budget.max_tool_calls)
 
     def _stopped(
-        self, exc: UsageLimitExceeded | RunTimedOut, steps_cap: int, deadline: float | None
+        self, exc: UsageLimitExceeded | TimeoutError, steps_cap: int, deadline: float | None
     ) -> tuple[str, str]:
         """The outcome label and the final answer of a run a limit ended."""
         budget = self.budget
@@ -197,6 +203,24 @@ class AgentRuntime:
         history, facts, degraded = await self._prepare(prompt, deps, client_history)
         outcome = "ok"
         deadline = _shorter(timeout, self.budget.max_wall_seconds)
+        if self.one_request is not None:
+            try:
+                once = await self._once(prompt, deps, history, facts, deadline)
+            except TimeoutError as exc:
+                outcome, text = self._stopped(exc, steps_cap, deadline)
+                once = RunOutcome(text, "length", steps=1, memory_degraded=degraded)
+                once.turns = [Turn(role="user", content=prompt)]
+            except (ModelAPIError, UnexpectedModelBehavior) as exc:
+                self._finish(entry, "model_error", started, 0)
+                log.warning("model failed", extra={"error": str(exc)})
+                raise ModelUnavailable(MODEL_FAILED) from exc
+            if once is not None:
+                once.memory_degraded = degraded
+                if once.finish_reason == "length":
+                    once.turns.append(Turn(role="assistant", content=once.text))
+                self._finish(entry, outcome, started, once.steps)
+                await self._remember(deps, once.turns)
+                return once
         with capture_run_messages() as captured:
             try:
                 result = await self.agent.run(
@@ -236,6 +260,26 @@ class AgentRuntime:
         await self._remember(deps, run.turns)
         return run
 
+    async def _once(
+        self,
+        prompt: str,
+        deps: RunDeps,
+        history: list[ModelMessage],
+        facts: str | None,
+        deadline: float | None,
+    ) -> RunOutcome | None:
+        """The run as one model request; ``None`` when the answer is the graph's to handle."""
+        assert self.one_request is not None
+        request = self.one_request.request(prompt, history, facts, deps.session_id)
+        response = await self.one_request.answer(request, deadline)
+        if response is None:
+            return None
+        new = [request.prompt_message, response]
+        run = RunOutcome(text_answer(response) or "", "stop", steps=1)
+        run.turns = turns_from_messages(new)
+        run.usage = TokenUsage.of(new)
+        return run
+
     async def stream(
         self,
         prompt: str,
@@ -259,6 +303,37 @@ class AgentRuntime:
         new: list[ModelMessage] = []
         stopped_text = ""
         deadline = self.budget.max_wall_seconds
+        if self.one_request is not None and deadline is None:
+            # (A wall budget is the graph's to keep: a deadline cannot span this
+            # generator's yields.)
+            request = self.one_request.request(prompt, history, facts, deps.session_id)
+            answer: ModelResponse | None = None
+            try:
+                async with self.one_request.stream(request) as response:
+                    async for part_event in response:
+                        if not plain_event(part_event):
+                            break
+                        delta = _text_delta(part_event)
+                        if delta:
+                            final_text.append(delta)
+                            yield delta
+                    else:
+                        answer = response.get()
+            except (ModelAPIError, UnexpectedModelBehavior) as exc:
+                self._finish(entry, "model_error", started, 0)
+                log.warning("model failed", extra={"error": str(exc)})
+                if not final_text:
+                    raise ModelUnavailable(MODEL_FAILED) from exc
+                yield "\n\n[the model failed before finishing this answer]"
+                return
+            if final_text or (answer is not None and text_answer(answer) is not None):
+                # Text went out: that is the answer, whatever followed it.
+                if answer is None or text_answer(answer) is None:
+                    answer = ModelResponse(parts=[TextPart("".join(final_text))])
+                state.usage = TokenUsage.of([answer])
+                self._finish(entry, outcome, started, 1)
+                await self._remember(deps, turns_from_messages([request.prompt_message, answer]))
+                return
         async with self.agent.run_stream_events(
             prompt,
             deps=deps,

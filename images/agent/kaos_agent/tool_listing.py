@@ -16,11 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
-from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from kaos_agent.context import RunDeps
-from kaos_agent.toolsets import GuardedToolset
+from kaos_agent.toolsets import GuardedToolset, mcp_toolset
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +58,9 @@ async def list_tools(toolsets: Sequence[AbstractToolset[RunDeps]]) -> ToolList:
 
 
 async def _listed(source: str, toolset: AbstractToolset[RunDeps]) -> list[ListedTool]:
-    if isinstance(toolset, MCPToolset):
-        async with asyncio.timeout(LIST_TIMEOUT_SECONDS), toolset:
-            found = await toolset.list_tools()
+    if (mcp := mcp_toolset(toolset)) is not None:
+        async with asyncio.timeout(LIST_TIMEOUT_SECONDS), mcp:
+            found = await mcp.list_tools()
         return [
             ListedTool(
                 name=t.name,

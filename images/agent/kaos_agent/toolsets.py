@@ -9,8 +9,9 @@ adapt; the HTTP request that started it does not fail. It also counts tool calls
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass, field, replace
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 from urllib.parse import urlsplit
 
 from kaos_core.endpoints import Endpoint
@@ -23,13 +24,21 @@ from pydantic_ai.exceptions import (
     ToolFailed,
     UsageLimitExceeded,
 )
-from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from kaos_agent.context import RunDeps
 from kaos_agent.metrics import AgentMetrics
 from kaos_agent.settings import ToolSettings
+
+if TYPE_CHECKING:
+    import httpx2
+    from pydantic_ai.mcp import MCPToolset
+
+# The MCP transport's own timeouts (the SDK's defaults): to connect, and between two reads
+# of a response stream.
+MCP_CONNECT_SECONDS = 30.0
+MCP_STREAM_READ_SECONDS = 300.0
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +149,40 @@ def mcp_url(endpoint: Endpoint) -> str:
     return endpoint.url if path not in ("", "/") else endpoint.url.rstrip("/") + "/mcp"
 
 
-def mcp_toolsets(settings: ToolSettings, metrics: AgentMetrics) -> list[GuardedToolset]:
-    """One guarded MCP toolset per configured server."""
+def mcp_toolset(toolset: object) -> MCPToolset[RunDeps] | None:
+    """``toolset`` when it is an MCP server's toolset, else ``None``.
+
+    The MCP client (pydantic-ai's, on the ``mcp`` and ``fastmcp`` libraries) is imported
+    only by an agent that has MCP servers: it is a large share of an idle agent's memory,
+    and when it was never imported nothing can be one of its toolsets."""
+    module = sys.modules.get("pydantic_ai.mcp")
+    if module is None or not isinstance(toolset, module.MCPToolset):
+        return None
+    return cast("MCPToolset[RunDeps]", toolset)
+
+
+def mcp_http_client(settings: ToolSettings) -> httpx2.AsyncClient:
+    """The one HTTP client every MCP session of the agent borrows.
+
+    Left to itself, the MCP client builds a new HTTP client, with a new TLS context (CA
+    bundle loaded from disk), for the session of every run: that cost more CPU than the
+    rest of a turn. pydantic-ai lends a caller's client to each session and never closes
+    it; its timeouts are the MCP transport's own (a response stream may stay open long
+    after the session's own request timeout)."""
+    import httpx2
+
+    read = max(MCP_STREAM_READ_SECONDS, settings.timeout_seconds)
+    return httpx2.AsyncClient(timeout=httpx2.Timeout(MCP_CONNECT_SECONDS, read=read))
+
+
+def mcp_toolsets(
+    settings: ToolSettings, metrics: AgentMetrics, http: httpx2.AsyncClient
+) -> list[GuardedToolset]:
+    """One guarded MCP toolset per configured server, each on ``http``."""
+    if not settings.servers:
+        return []
+    from pydantic_ai.mcp import MCPToolset
+
     timeout = settings.timeout_seconds
     out: list[GuardedToolset] = []
     for server in settings.servers:
@@ -151,6 +192,7 @@ def mcp_toolsets(settings: ToolSettings, metrics: AgentMetrics) -> list[GuardedT
             tool_error_behavior="failed",
             init_timeout=timeout,
             read_timeout=timeout,
+            http_client=http,
         )
         out.append(GuardedToolset(toolset, label_text=f"mcp:{server.name}", metrics=metrics))
     return out

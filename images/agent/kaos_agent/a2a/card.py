@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
-
-from pydantic_ai.mcp import MCPToolset
+from typing import TYPE_CHECKING, Any
 
 from kaos_agent.context import RunDeps
 from kaos_agent.settings import AgentSettings
+
+if TYPE_CHECKING:
+    from pydantic_ai.mcp import MCPToolset
 
 log = logging.getLogger(__name__)
 
