@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kaos_core.errors import BadRequest, Forbidden, StrictFailure
 from kaos_core.memory.contract import (
@@ -70,6 +70,8 @@ from kaos_memory.storage.errors import StorageError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 
 # A tier failed: a store error, or a long-term search past its deadline.
 TIER_FAILURES = (StorageError, TimeoutError)
@@ -83,6 +85,22 @@ class Conversational:
 
 
 EMPTY_CONVERSATION = Conversational(ShortTerm(), MediumTerm())
+
+
+async def _alongside(first: Awaitable[A], second: Coroutine[Any, Any, B]) -> tuple[A, B]:
+    """``first`` and ``second`` at once, each tier's read waiting on its own store.
+
+    ``second`` runs as a task and ``first`` in the caller's own: ``gather`` would run both
+    as tasks and wake the caller through a callback, each a turn of the event loop on
+    every recall. Either failing (a bug: a tier's store errors are answers) or the caller
+    being cancelled ends the other too."""
+    task = asyncio.ensure_future(second)
+    try:
+        result = await first
+    except BaseException:
+        task.cancel()
+        raise
+    return result, await task
 
 
 def fact_block(facts: list[Fact]) -> str:
@@ -194,25 +212,23 @@ class MemoryService:
         scope = self._scope(identity, req.level, req.include)
         top_k = req.top_k or self.tiers.recall_top_k
 
+        async def search() -> list[Fact]:
+            # A deadline on this task, not ``wait_for``'s task of its own per recall.
+            async with asyncio.timeout(self.tiers.recall_timeout):
+                return await self.longterm.search(scope, req.query, top_k)
+
         async def long_term() -> tuple[LongTerm, bool]:
             if "long_term" not in req.include:
                 return LongTerm(), False
             try:
-                facts = await self._timed(
-                    "long_term",
-                    "search",
-                    asyncio.wait_for(
-                        self.longterm.search(scope, req.query, top_k),
-                        self.tiers.recall_timeout,
-                    ),
-                )
+                facts = await self._timed("long_term", "search", search())
             except TIER_FAILURES:
                 log.warning("long-term recall failed", exc_info=True)
                 self.metrics.degraded.labels(reason="recall_long_term").inc()
                 return LongTerm(), True
             return LongTerm(facts=facts, block=fact_block(facts)), False
 
-        (lt, lt_degraded), conv = await asyncio.gather(
+        (lt, lt_degraded), conv = await _alongside(
             long_term(), self._conversational(scope, req.include)
         )
         return RecallResponse(
@@ -245,7 +261,7 @@ class MemoryService:
                 return LongTerm(), None, True
             return LongTerm(facts=facts, block=fact_block(facts)), next_cursor, False
 
-        (lt, next_cursor, lt_degraded), conv = await asyncio.gather(
+        (lt, next_cursor, lt_degraded), conv = await _alongside(
             long_term(), self._conversational(scope, req.include)
         )
         return ListResponse(

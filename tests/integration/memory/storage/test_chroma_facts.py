@@ -16,6 +16,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -373,6 +374,37 @@ def test_a_scopes_ids_are_exactly_its_facts_once_the_index_is_complete(memory: A
         assert sorted(ids) == sorted(f for _, f in oracle(memory, filters)), name
     chromafacts.mark_stale(memory)
     assert chromafacts.scope_ids(memory, some) is None
+
+
+def test_the_index_reader_sees_every_change_on_the_connections_it_keeps(memory: Any) -> None:
+    """A recall's reader keeps its connections between searches: each read still sees
+    the index as the last commit left it, from any recall lane at once."""
+    loaded = load(memory, 300, random.Random(5))
+    chromafacts.reconcile(memory)
+    reader = chromafacts.IndexReader(memory)
+    filters = [mem0_filter(scope) for scope in scopes().values()]
+
+    def same() -> None:
+        for f in filters:
+            found = reader.scope_ids(f)
+            assert found is not None and sorted(found) == sorted(i for _, i in oracle(memory, f))
+
+    same()
+    with ThreadPoolExecutor(max_workers=4) as lanes:
+        answers = list(lanes.map(reader.scope_ids, filters * 20))
+    assert answers == [reader.scope_ids(f) for f in filters] * 20
+    gone = loaded[:100]
+    chromafacts.forget(memory, gone)
+    for fact_id in gone:
+        memory.vector_store.delete(fact_id)
+    same()
+    load(memory, 50, random.Random(6))
+    same()
+    chromafacts.mark_stale(memory)
+    assert reader.scope_ids(filters[0]) is None
+    reader.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        reader.scope_ids(filters[0])
 
 
 @pytest.mark.parametrize("name", list(scopes()))

@@ -62,6 +62,8 @@ class ChromaBackend:
         self._memory: Any = None
         # The per-principal vector cache (unless its budget is 0).
         self.cache: ChromaPrincipalCache | None = None
+        # The listing index's reads of a search (``facts.IndexReader``).
+        self._index: facts.IndexReader | None = None
         self._lanes: ThreadPoolExecutor | None = None
 
     @property
@@ -88,6 +90,7 @@ class ChromaBackend:
         # The listing index: facts written before it, or by a write cut short by a crash,
         # are indexed now.
         facts.reconcile(memory)
+        self._index = facts.IndexReader(memory)
         if self._cache_bytes > 0 and supported(memory):
             self.cache = ChromaPrincipalCache(self._cache_bytes, functools.partial(read, memory))
         self._memory = memory
@@ -104,6 +107,9 @@ class ChromaBackend:
         lanes, self._lanes = self._lanes, None
         if lanes is not None:
             lanes.shutdown(wait=False, cancel_futures=True)
+        index, self._index = self._index, None
+        if index is not None:
+            index.close()
         self._memory = None
 
     # --- reads ----------------------------------------------------------------------------
@@ -125,14 +131,17 @@ class ChromaBackend:
 
     def query(self, query: str, vector: list[float], filters: Filters, size: int) -> list[Hit]:
         """The scope's ``size`` nearest facts, asking Chroma: by the ids the listing index
-        holds for the scope (``facts.scope_ids``: cost grows with the tenant, not the
+        holds for the scope (``facts.IndexReader``: cost grows with the tenant, not the
         store), else by Chroma's own filter. Either way the store re-checks the scope."""
         store = self.memory.vector_store
+        index = self._index
+        if index is None:
+            raise RuntimeError("long-term store is not started")
         # The collection is the group, so Chroma is never asked to match the group key;
         # a scope without a tenant key (the whole store) needs no ids either.
         tenant = {k: v for k, v in filters.items() if k != GROUP_KEY}
         bounded = any(v != WILDCARD for v in tenant.values())
-        ids = facts.scope_ids(self.memory, filters) if bounded else None
+        ids = index.scope_ids(filters) if bounded else None
         if ids == []:
             return []
         hits = None

@@ -293,12 +293,66 @@ def scope_ids(memory: Any, scope_filters: Filters) -> list[str] | None:
     facts share (``agent_id``) costs more than the search itself. Named ids cost what the
     tenant holds (the figures: docs/benchmarks.md, "Measured figures behind the design").
     """
-    name = _collection(memory).name
     with _connect(memory) as conn:
-        if conn.execute("SELECT 1 FROM complete WHERE collection = ?", (name,)).fetchone() is None:
-            return None
-        query, params = ids_query(name, scope_filters)
-        return [str(r[0]) for r in conn.execute(query, params)]
+        return _scope_ids(conn, _collection(memory).name, scope_filters)
+
+
+def _scope_ids(conn: sqlite3.Connection, name: str, scope_filters: Filters) -> list[str] | None:
+    if conn.execute("SELECT 1 FROM complete WHERE collection = ?", (name,)).fetchone() is None:
+        return None
+    query, params = ids_query(name, scope_filters)
+    return [str(r[0]) for r in conn.execute(query, params)]
+
+
+class IndexReader:
+    """``scope_ids`` for a recall, on connections kept open between searches.
+
+    Opening a connection to the index, and its first statement (which reads the schema),
+    cost several times the read itself, and a recall of a scope ran both on every
+    search. A recall lane takes an idle connection (or opens one) and gives it back. They
+    only read, each statement its own transaction (autocommit), so between searches they
+    hold no lock and no snapshot: every read sees the latest commit, and the index's
+    writers, its reconcile and its ``VACUUM`` work as with none open. Built after the
+    schema exists (``ChromaBackend.build`` reconciles first).
+    """
+
+    def __init__(self, memory: Any) -> None:
+        self._path = index_file(memory)
+        self._name = _collection(memory).name
+        self._idle: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+        self._closed = False
+
+    def scope_ids(self, scope_filters: Filters) -> list[str] | None:
+        """``scope_ids`` of the reader's store (blocking)."""
+        with self._guard:
+            if self._closed:
+                raise RuntimeError("the listing index reader is closed")
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            # Handed between the recall lanes, one user at a time (the idle list).
+            conn = sqlite3.connect(
+                self._path, timeout=_BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+            )
+        try:
+            ids = _scope_ids(conn, self._name, scope_filters)
+        except BaseException:
+            conn.close()  # not kept: whatever failed may have left it unusable
+            raise
+        with self._guard:
+            if not self._closed:
+                self._idle.append(conn)
+                return ids
+        conn.close()  # the reader closed meanwhile
+        return ids
+
+    def close(self) -> None:
+        """Close the idle connections; one in use is closed when it comes back."""
+        with self._guard:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 def page(
@@ -338,6 +392,7 @@ def page(
 __all__ = [
     "SHAPES",
     "TABLE",
+    "IndexReader",
     "forget",
     "ids_query",
     "index_file",
