@@ -21,8 +21,12 @@ from tests.support.realstack import FOLD_BUDGET, FOLD_LINES
 
 pytestmark = [pytest.mark.realmodel, pytest.mark.postgres, pytest.mark.timeout(900)]
 
-# A digest and an extraction on two shared cores: a few seconds each, after the fold.
-FOLD_TIMEOUT = 300.0
+# Mem0's extraction prompt fills SmolLM2's whole 4,096-token context: on two shared cores
+# one call can run past the service's default minute, and a call abandoned at its timeout
+# keeps Ollama busy while the retry queues behind it, so no attempt ever finishes. The
+# store here gives a model call four minutes; the wait covers one retry on top.
+MODEL_TIMEOUT = 240.0
+FOLD_TIMEOUT = 2 * MODEL_TIMEOUT + 60.0
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +63,7 @@ def test_a_store_on_the_real_model_digests_and_loses_no_turn(
         embedding_base_url=devmodel.base_url,
         token_budget=FOLD_BUDGET,
         idle_flush_seconds=0,
+        model_timeout=MODEL_TIMEOUT,
     )
     session, principal = "real-1", "ann"
 
