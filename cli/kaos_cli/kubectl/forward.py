@@ -37,6 +37,8 @@ _ANNOUNCED = re.compile(r"Forwarding from (?:127\.0\.0\.1|\[::1\]):(?P<port>\d+)
 # kubectl's klog lines quote the error: err="an error occurred forwarding ... refused"
 _QUOTED_ERROR = re.compile(r'err="(?P<err>(?:[^"\\]|\\.)*)"')
 _KEPT_LINES = 20
+# A forwarding error that names no cause, only that the stream ended.
+_BARE_END = re.compile(r"(?:^|: )(?:EOF|unexpected EOF|broken pipe|connection reset by peer)$")
 
 
 class Unreachable(CliError):
@@ -96,8 +98,11 @@ def cause_of(lines: Iterable[str]) -> str | None:
     errors = [ln.strip() for ln in lines if "error" in ln.lower()]
     if not errors:
         return None
-    quoted = [m for m in (_QUOTED_ERROR.search(ln) for ln in errors) if m]
-    text = quoted[-1].group("err").replace('\\"', '"') if quoted else without_prefix(errors[-1])
+    quoted = [m.group("err") for m in (_QUOTED_ERROR.search(ln) for ln in errors) if m]
+    # A later connection of the same request may end in a bare EOF (the stream to the API
+    # server closed): the reason an earlier one gave says more.
+    telling = [q for q in quoted if not _BARE_END.search(q)] or quoted
+    text = telling[-1].replace('\\"', '"') if telling else without_prefix(errors[-1])
     return " ".join(text.split())
 
 

@@ -92,6 +92,23 @@ def test_the_forward_port_and_cause_come_from_what_kubectl_prints() -> None:
     assert cause_of(["Handling connection for 41234\n"]) is None
 
 
+def test_a_bare_eof_does_not_hide_the_reason_kubectl_gave() -> None:
+    def klog(why: str) -> str:
+        return (
+            'E0102 12:00:00.000000 7 portforward.go:413] "Unhandled Error" err="an error '
+            "occurred forwarding 41234 -> 8000: error forwarding port 8000 to pod abc, "
+            f'uid : {why}"'
+        )
+
+    reason = 'no forward found for port 8000 in pod \\"ns/abc\\"'
+    assert cause_of([klog(reason), klog("EOF")]) == (
+        "an error occurred forwarding 41234 -> 8000: error forwarding port 8000 to pod abc, "
+        'uid : no forward found for port 8000 in pod "ns/abc"'
+    )
+    # An EOF alone is still what kubectl said.
+    assert cause_of([klog("EOF")]).endswith("uid : EOF")  # type: ignore[union-attr]
+
+
 def fake_kubectl(tmp_path: Path, script: str) -> str:
     """A ``kubectl`` that records its arguments and then runs ``script`` (sh)."""
     path = tmp_path / "kubectl"
