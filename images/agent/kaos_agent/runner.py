@@ -211,9 +211,7 @@ class AgentRuntime:
                 once = RunOutcome(text, "length", steps=1, memory_degraded=degraded)
                 once.turns = [Turn(role="user", content=prompt)]
             except (ModelAPIError, UnexpectedModelBehavior) as exc:
-                self._finish(entry, "model_error", started, 0)
-                log.warning("model failed", extra={"error": str(exc)})
-                raise ModelUnavailable(MODEL_FAILED) from exc
+                raise self._model_failed(entry, started, exc) from exc
             if once is not None:
                 once.memory_degraded = degraded
                 if once.finish_reason == "length":
@@ -237,9 +235,7 @@ class AgentRuntime:
                 new = _new_messages(captured, prompt)
                 run = RunOutcome(text, "length", steps=_count_steps(new), memory_degraded=degraded)
             except (ModelAPIError, UnexpectedModelBehavior) as exc:
-                self._finish(entry, "model_error", started, 0)
-                log.warning("model failed", extra={"error": str(exc)})
-                raise ModelUnavailable(MODEL_FAILED) from exc
+                raise self._model_failed(entry, started, exc) from exc
             except AgentRunError as exc:
                 self._finish(entry, "error", started, 0)
                 log.error("agent run failed", exc_info=True)
@@ -320,16 +316,17 @@ class AgentRuntime:
                     else:
                         answer = response.get()
             except (ModelAPIError, UnexpectedModelBehavior) as exc:
-                self._finish(entry, "model_error", started, 0)
-                log.warning("model failed", extra={"error": str(exc)})
+                failed = self._model_failed(entry, started, exc)
                 if not final_text:
-                    raise ModelUnavailable(MODEL_FAILED) from exc
+                    raise failed from exc
                 yield "\n\n[the model failed before finishing this answer]"
                 return
-            if final_text or (answer is not None and text_answer(answer) is not None):
+            if answer is not None and text_answer(answer) is None:
+                answer = None  # not plain text: the graph's to handle
+            if answer is None and final_text:
                 # Text went out: that is the answer, whatever followed it.
-                if answer is None or text_answer(answer) is None:
-                    answer = ModelResponse(parts=[TextPart("".join(final_text))])
+                answer = ModelResponse(parts=[TextPart("".join(final_text))])
+            if answer is not None:
                 state.usage = TokenUsage.of([answer])
                 self._finish(entry, outcome, started, 1)
                 await self._remember(deps, turns_from_messages([request.prompt_message, answer]))
@@ -356,10 +353,9 @@ class AgentRuntime:
                 final_text.append(note)
                 yield note
             except (ModelAPIError, UnexpectedModelBehavior, AgentRunError) as exc:
-                self._finish(entry, "model_error", started, 0)
-                log.warning("model failed", extra={"error": str(exc)})
+                failed = self._model_failed(entry, started, exc)
                 if not final_text:
-                    raise ModelUnavailable(MODEL_FAILED) from exc
+                    raise failed from exc
                 yield "\n\n[the model failed before finishing this answer]"
                 return
             try:
@@ -382,6 +378,12 @@ class AgentRuntime:
             raise MemoryStrictFailure(
                 "the answer was produced but could not be written to memory (failureMode strict)"
             ) from exc
+
+    def _model_failed(self, entry: str, started: float, exc: Exception) -> ModelUnavailable:
+        """The run ended on the model's failure: counted, logged, and the error to raise."""
+        self._finish(entry, "model_error", started, 0)
+        log.warning("model failed", extra={"error": str(exc)})
+        return ModelUnavailable(MODEL_FAILED)
 
     def _finish(self, entry: str, outcome: str, started: float, steps: int) -> None:
         self.metrics.runs.labels(entry, outcome).inc()

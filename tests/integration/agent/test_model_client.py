@@ -167,6 +167,36 @@ HISTORY: list[ModelMessage] = [
 ]
 
 
+def tool_less_runtime(
+    model: ChatCompletionsModel,
+    model_settings: ModelSettings,
+    *,
+    instructions: str = "",
+    memory: NoMemory | None = None,
+    one_request: bool = True,
+) -> AgentRuntime:
+    """A tool-less agent's runtime on ``model``, with or without the one-request path."""
+    agent: Agent[RunDeps, str] = build_agent(
+        name="a",
+        instructions=instructions,
+        model=model,
+        model_settings=model_settings,
+        delegation=DelegationSettings.from_env({}),
+        toolsets=[],
+    )
+    return AgentRuntime(
+        agent,
+        memory or NoMemory(),
+        AgentMetrics.create(CollectorRegistry()),
+        max_steps=5,
+        one_request=(
+            OneRequest(model, instructions, request_settings(model_settings))
+            if one_request
+            else None
+        ),
+    )
+
+
 async def run_with(model: Model, model_settings: ModelSettings, *, tools: bool) -> str:
     agent = build_agent(
         name="a",
@@ -227,25 +257,12 @@ async def test_one_request_sends_what_the_graph_sends(stream: bool) -> None:
     for one in (False, True):
         async with model_server() as server, kaos_model(server.url) as model:
             server.script = [answer]
-            model_settings = settings(server.url)
-            agent = build_agent(
-                name="a",
+            runtime = tool_less_runtime(
+                model,
+                settings(server.url),
                 instructions="Be brief.",
-                model=model,
-                model_settings=model_settings,
-                delegation=DelegationSettings.from_env({}),
-                toolsets=[],
-            )
-            runtime = AgentRuntime(
-                agent,
-                FactsMemory(),
-                AgentMetrics.create(CollectorRegistry()),
-                max_steps=5,
-                one_request=(
-                    OneRequest(model, "Be brief.", request_settings(model_settings))
-                    if one
-                    else None
-                ),
+                memory=FactsMemory(),
+                one_request=one,
             )
             deps = RunDeps("s-1")
             if stream:
@@ -361,22 +378,7 @@ async def test_a_tool_call_a_tool_less_agent_was_not_offered_goes_to_the_graph()
             reply(completion(tool=("weather", "{}"))),
             reply(completion("Sunny.")),
         ]
-        model_settings = settings(server.url)
-        agent: Agent[RunDeps, str] = build_agent(
-            name="a",
-            instructions="",
-            model=model,
-            model_settings=model_settings,
-            delegation=DelegationSettings.from_env({}),
-            toolsets=[],
-        )
-        runtime = AgentRuntime(
-            agent,
-            NoMemory(),
-            AgentMetrics.create(CollectorRegistry()),
-            max_steps=5,
-            one_request=OneRequest(model, "", request_settings(model_settings)),
-        )
+        runtime = tool_less_runtime(model, settings(server.url))
         outcome = await runtime.run("weather?", RunDeps("s-1"), entry="chat")
 
     assert outcome.text == "Sunny."
@@ -418,22 +420,7 @@ async def test_a_streamed_tool_call_before_any_text_goes_to_the_graph() -> None:
             reply(tool_call_events()),
             reply(sse(chunk("Sun"), chunk("ny.", "stop"), "[DONE]")),
         ]
-        model_settings = settings(server.url)
-        agent = build_agent(
-            name="a",
-            instructions="",
-            model=model,
-            model_settings=model_settings,
-            delegation=DelegationSettings.from_env({}),
-            toolsets=[],
-        )
-        runtime = AgentRuntime(
-            agent,
-            NoMemory(),
-            AgentMetrics.create(CollectorRegistry()),
-            max_steps=5,
-            one_request=OneRequest(model, "", request_settings(model_settings)),
-        )
+        runtime = tool_less_runtime(model, settings(server.url))
         text = "".join([d async for d in runtime.stream("weather?", RunDeps("s-1"), entry="chat")])
 
     assert text == "Sunny."
