@@ -34,18 +34,20 @@ $(STAMP): pyproject.toml $(MEMBERS:%=%/pyproject.toml) constraints.txt
 venv: $(STAMP) ## create the virtual environment: every member editable, the dev tools
 
 .PHONY: services
-services: node-tools ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, Jaeger, Ory Hydra, Gateway API CRDs, Ollama with SmolLM2-135M and a registry)
+services: node-tools ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, Jaeger, Ory Hydra, Local KMS, Gateway API CRDs, Ollama with SmolLM2-135M and a registry)
 	hack/postgres install
 	hack/postgres start
 	hack/k8s-build
 	hack/k8s-build node
+	hack/netpol-build
 	hack/jaeger-build
 	hack/hydra-build
+	hack/kms-build
 	hack/ollama-build
 	hack/gateway-api-crds >/dev/null
 
 # Every shell script of the project; shellcheck comes from Debian (.ci/run installs it).
-SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/jaeger-build hack/hydra-build hack/ollama-build hack/test-cluster hack/cluster hack/gen-crds hack/gen-docs hack/docs hack/gateway-api-crds \
+SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/netpol-build hack/jaeger-build hack/hydra-build hack/kms-build hack/ollama-build hack/test-cluster hack/cluster hack/gen-crds hack/gen-docs hack/docs hack/gateway-api-crds \
 	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo hack/bench/realmodel hack/bench/agent $(wildcard hack/kind/*) \
 	hack/images hack/dev-images/pgvector/docker-entrypoint.sh
 
@@ -61,11 +63,11 @@ tools:
 	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing; fi
 
 # The real node (hack/test-cluster up --real-node, tests/e2e/realnode) from Debian when
-# missing: runc, the CNI plugins, iptables and conntrack for kube-proxy, and a static
-# busybox for the node's own test image.
+# missing: runc, the CNI plugins, iptables and conntrack for kube-proxy, ipset for its
+# NetworkPolicy engine (hack/netpol-build), and a static busybox for the node's own test image.
 .PHONY: node-tools
 node-tools:
-	@missing=; for pkg in runc containernetworking-plugins iptables conntrack iproute2 busybox-static; do \
+	@missing=; for pkg in runc containernetworking-plugins iptables conntrack iproute2 ipset busybox-static; do \
 	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \

@@ -13,5 +13,6 @@ pytest_plugins: list[str] = [
     "tests.fixtures.leaks",
     "tests.fixtures.jaeger",
     "tests.fixtures.oidc",
+    "tests.fixtures.kms",
     "tests.fixtures.service_logs",
 ]

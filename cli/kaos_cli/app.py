@@ -30,7 +30,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "agent": (
         "kaos_cli.commands.agent",
         "agent_group",
-        "Agents: list, inspect, deploy, follow and talk to them.",
+        "Agents: list, inspect, deploy, follow and talk to them; grant who may talk to them.",
     ),
     "modelapi": (
         "kaos_cli.commands.modelapi",

@@ -44,6 +44,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import auth_bench  # noqa: E402
+import encryption_bench  # noqa: E402
 import listing_bench  # noqa: E402
 import slowmodel_bench  # noqa: E402
 import tenant_bench  # noqa: E402
@@ -479,6 +480,13 @@ def main() -> None:
         help="requests per operation for tracing off vs on (tracing_bench.py); 0 skips it",
     )
     parser.add_argument(
+        "--encryption-ops",
+        type=int,
+        default=500,
+        help="requests per operation for encryption at rest off vs on (encryption_bench.py);"
+        " 0 skips it",
+    )
+    parser.add_argument(
         "--tenant-sizes",
         default="1000,100000",
         help="external mode: store sizes for one principal's search and listing cost and their"
@@ -527,6 +535,13 @@ def main() -> None:
             print()
             auth_bench.print_table(
                 auth_bench.run(f"{model.url}/v1", args.dims, args.verification_ops)
+            )
+        if args.encryption_ops > 0:
+            print()
+            encryption_bench.print_table(
+                encryption_bench.run(
+                    f"{model.url}/v1", args.dims, args.encryption_ops, tuple(modes), admin_dsn
+                )
             )
         if args.tracing_ops > 0:
             print()

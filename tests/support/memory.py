@@ -18,6 +18,7 @@ from kaos_memory.settings import MemorySettings
 from psycopg import sql
 
 from tests.support.postgres import pg_query
+from tests.support.sealed_text import Opener
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,13 @@ class MemoryDb:
     data_dir: Path
     dsn: str | None
     collection: str
+    # Set: the service seals its texts under this KEK (``sealed_text``); readers open them.
+    kek_dir: Path | None = None
+
+    def _opener(self) -> Opener | None:
+        if self.kek_dir is None:
+            return None
+        return Opener(self.kek_dir, lambda query: self.relational(query))
 
     # --- conversational tiers -----------------------------------------------------------
 
@@ -49,13 +57,25 @@ class MemoryDb:
             " ORDER BY seq"
         )
         cols = ("seq", "key", "role", "content", "principal", "agent", "folded_by")
-        return [dict(zip(cols, r, strict=True)) for r in rows]
+        out = [dict(zip(cols, r, strict=True)) for r in rows]
+        opener = self._opener()
+        if opener is not None:
+            rids = dict(self.relational("SELECT seq, rid FROM kaos_mem_turns"))
+            for t in out:
+                record = f"turn:{t['key']}/{rids.get(t['seq'])}"
+                t["content"] = opener.open(t["content"], record)
+        return out
 
     def digests(self) -> list[dict[str, Any]]:
         rows = self.relational(
             "SELECT key, version, summary FROM kaos_mem_digests ORDER BY key, version"
         )
-        return [dict(zip(("key", "version", "summary"), r, strict=True)) for r in rows]
+        out = [dict(zip(("key", "version", "summary"), r, strict=True)) for r in rows]
+        opener = self._opener()
+        if opener is not None:
+            for d in out:
+                d["summary"] = opener.open(d["summary"], f"digest:{d['key']}/{d['version']}")
+        return out
 
     def folds(self) -> list[dict[str, Any]]:
         rows = self.relational(
@@ -101,7 +121,16 @@ class MemoryDb:
     # --- long-term ----------------------------------------------------------------------
 
     def vector_payloads(self) -> list[dict[str, Any]]:
-        """Every fact row of the vector store, as ``{"id", **payload}``."""
+        """Every fact row of the vector store, as ``{"id", **payload}`` (its text opened
+        when the service seals it)."""
+        rows = self._vector_payloads()
+        opener = self._opener()
+        if opener is not None:
+            for row in rows:
+                row["data"] = opener.open(row.get("data"), f"fact:{row['id']}")
+        return rows
+
+    def _vector_payloads(self) -> list[dict[str, Any]]:
         if self.backend == "local":
             path = self.data_dir / "chroma" / "chroma.sqlite3"
             if not path.exists():
@@ -151,7 +180,12 @@ class MemoryDb:
         return self._history("SELECT memory_id, old_memory, new_memory, event FROM history")
 
     def mem0_messages(self) -> list[dict[str, Any]]:
-        return self._history("SELECT session_scope, role, content FROM messages")
+        rows = self._history("SELECT session_scope, role, content FROM messages")
+        opener = self._opener()
+        if opener is not None:
+            for m in rows:
+                m["content"] = opener.open(m["content"], f"message:{m['session_scope']}")
+        return rows
 
     def _history(self, query: str) -> list[dict[str, Any]]:
         path = self.data_dir / "mem0" / "history.db"

@@ -11,8 +11,10 @@ offline against the provider's JWKS, as it does ID tokens.
 Hydra keeps no users: it hands each login to a login app and each consent to a consent
 app. Both are here, one small aiohttp process (``python -m tests.support.oidc``): it
 accepts the login of the subject named by the authorization request's ``login_hint`` when
-that is one of ``USERS`` (alice, bob) and rejects any other (the client is redirected back
-with ``error=access_denied``), and grants the requested scopes and access-token audience.
+that is one of ``USERS`` (alice, bob) or named like an agent's identity (a provider whose
+users choose their names, for the reserved-principal tests) and rejects any other (the
+client is redirected back with ``error=access_denied``), and grants the requested scopes
+and access-token audience.
 
 ``Provider.token(user, audience=...)`` does what a gateway does: an OAuth2 client
 (registered through the admin API with the audiences it may request) runs the
@@ -20,6 +22,8 @@ authorization-code flow by following the redirects with an HTTP client, then exc
 the code at ``/oauth2/token``. What the tokens carry:
 
 - ``sub`` names the user (``"alice"``), in the access token and the ID token alike;
+- the access token's ``groups`` lists the user's groups (``USER_GROUPS``), as an identity
+  provider's groups claim does (for RBAC by group, ``kaos_core.auth.invoke``);
 - the access token's ``aud`` is the list of requested audiences (``["kaos"]``), the ID
   token's is the client id; ``iss`` is ``Provider.issuer`` in both;
 - the access token also has ``client_id``, ``scp`` (granted scopes), ``jti``, ``iat``,
@@ -66,6 +70,11 @@ BUILD_SCRIPT = REPO_ROOT / "hack" / "hydra-build"
 LOOPBACK = "127.0.0.1"
 # The only users the login app knows; Hydra has no user store of its own.
 USERS = ("alice", "bob")
+# Besides them, users named in the form of an agent's identity, as a provider whose users
+# choose their own names would have: what the services must refuse as principals.
+AGENT_NAMED_USER_PREFIX = "kaos://agent/"
+# The groups each user's access token lists in its ``groups`` claim.
+USER_GROUPS: dict[str, tuple[str, ...]] = {"alice": ("staff",), "bob": ("guests",)}
 DEFAULT_AUDIENCE = "kaos"
 # Hydra's own names for the key sets that sign JWT access tokens and ID tokens.
 ACCESS_TOKEN_KEYS = "hydra.jwt.access-token"
@@ -157,7 +166,12 @@ def _config(
         "secrets": {"system": [secrets.token_hex(32)]},
         # Client secrets are hashed with PBKDF2; upstream's default cost makes every token
         # exchange slow for no benefit on a throwaway in-memory store.
-        "oauth2": {"hashers": {"algorithm": "pbkdf2", "pbkdf2": {"iterations": 1}}},
+        "oauth2": {
+            "hashers": {"algorithm": "pbkdf2", "pbkdf2": {"iterations": 1}},
+            # The consent's access-token claims Hydra may put at the top level (else only
+            # under ``ext``), as identity providers put groups.
+            "allowed_top_level_claims": ["groups"],
+        },
         "log": {"level": "warn", "leak_sensitive_values": False},
         # No usage reporting (there is no internet here anyway).
         "sqa": {"opt_out": True},
@@ -540,7 +554,7 @@ def create_login_app(admin_url: str) -> Any:
         flow = await admin(request, "GET", "/admin/oauth2/auth/requests/login", challenge)
         user = flow.get("subject") if flow.get("skip") else None
         user = user or (flow.get("oidc_context") or {}).get("login_hint", "")
-        if user in USERS:
+        if user in USERS or user.startswith(AGENT_NAMED_USER_PREFIX):
             done = await admin(
                 request,
                 "PUT",
@@ -575,7 +589,10 @@ def create_login_app(admin_url: str) -> Any:
                 "grant_scope": flow.get("requested_scope") or [],
                 "grant_access_token_audience": flow.get("requested_access_token_audience") or [],
                 "remember": False,
-                "session": {"id_token": {"preferred_username": subject}},
+                "session": {
+                    "id_token": {"preferred_username": subject},
+                    "access_token": {"groups": list(USER_GROUPS.get(subject, ()))},
+                },
             },
         )
         raise web.HTTPFound(done["redirect_to"])

@@ -28,6 +28,9 @@ made here from the pause binary (``tests.support.ociimage``). CoreDNS runs as a 
 the node's namespace, behind a ``kube-dns`` Service. Volumes of PersistentVolumeClaims come
 from Rancher's local-path-provisioner, a process of the node too, behind the cluster's
 default StorageClass (``tests.support.cluster.localpath``): directories in the node's own.
+NetworkPolicies are enforced by kube-router's firewall, a process of the node too
+(``tests.support.cluster.netpol``, built by ``hack/netpol-build``); its chains and sets
+live in the node's namespace and are removed before it goes.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.cluster import BUILD_SCRIPT, TrackedProcess, build_env, localpath
+from tests.support.cluster import BUILD_SCRIPT, TrackedProcess, build_env, localpath, netpol
 from tests.support.cluster.host import (
     BASELINE,
     cgroup_mounts,
@@ -56,6 +59,7 @@ from tests.support.cluster.host import (
     read_sysctl,
     registry_dir,
 )
+from tests.support.cluster.local import SERVICE_CIDR
 from tests.support.cluster.pki import _kubeconfig
 from tests.support.cluster.processes import _die_with_parent
 from tests.support.ociimage import Entry, build_archive
@@ -89,6 +93,8 @@ class NodeBinaries:
     coredns: Path
     pause: Path
     provisioner: Path
+    # The NetworkPolicy engine (tests.support.cluster.netpol), from hack/netpol-build.
+    kube_router: Path
 
     @property
     def containerd(self) -> Path:
@@ -113,6 +119,7 @@ class NodeBinaries:
             coredns=Path(env["KAOS_COREDNS"]),
             pause=Path(env["KAOS_PAUSE"]),
             provisioner=Path(env["KAOS_LOCAL_PATH_PROVISIONER"]),
+            kube_router=netpol.locate(),
         )
 
     def missing(self) -> list[str]:
@@ -120,9 +127,12 @@ class NodeBinaries:
         built = [self.kubelet, self.kube_proxy, self.containerd, self.shim, self.ctr,
                  self.coredns, self.pause, self.provisioner]  # fmt: skip
         gone = [f"{p.name} (hack/k8s-build node)" for p in built if not os.access(p, os.X_OK)]
+        if not os.access(self.kube_router, os.X_OK):
+            gone.append("kube-router (hack/netpol-build)")
         for tool, package in (("runc", "runc"), ("iptables", "iptables"),
                               ("conntrack", "conntrack"), ("nsenter", "util-linux"),
-                              ("unshare", "util-linux"), ("ip", "iproute2")):  # fmt: skip
+                              ("unshare", "util-linux"), ("ip", "iproute2"),
+                              ("ipset", "ipset")):  # fmt: skip
             if shutil.which(tool) is None:
                 gone.append(f"{tool} (apt-get install {package})")
         for plugin in ("bridge", "host-local", "loopback"):
@@ -218,6 +228,8 @@ class RealNode:
     before: dict[str, Any] = field(default_factory=dict)
     procs: list[TrackedProcess] = field(default_factory=list)
     holder: TrackedProcess | None = None
+    # The NetworkPolicy engine's chains and sets that its removal left (``stop``).
+    netpol_left: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.ident:
@@ -384,10 +396,17 @@ class RealNode:
         self._register()
         everything = [containerd, kubelet, proxy, coredns, provisioner]
         self._wait(f"node {NODE_NAME} Ready", everything, lambda: api.node_ready(NODE_NAME))
+        # NetworkPolicy: kube-router's firewall alone (tests.support.cluster.netpol); it
+        # reads the node's object when it starts, so only once the kubelet registered it.
+        everything.append(self._spawn("kube-router", netpol.args(
+            self.binaries.kube_router, kubeconfigs["admin"], NODE_NAME, SERVICE_CIDR)))  # fmt: skip
+        self._register()
         self._wait("kube-proxy /healthz", everything,
                    lambda: _http_ok(f"http://{self.node_ip}:10256/healthz"))  # fmt: skip
         self._wait("CoreDNS /ready", everything,
                    lambda: _http_ok(f"http://{self.node_ip}:8181/ready"))  # fmt: skip
+        self._wait("kube-router /healthz", everything,
+                   lambda: _http_ok(netpol.health_url(self.node_ip)))  # fmt: skip
 
     def _wait(self, what: str, watch: Sequence[TrackedProcess], ready: Callable[[], bool]) -> None:
         while True:
@@ -700,6 +719,11 @@ disabled_plugins = [
         self.procs = []
         self._unmount_all()
         self._remove_cgroups()
+        if self.holder is not None and self.holder.alive():
+            # The namespace takes them along when it goes; removed first all the same, so
+            # that what is left is seen (``netpol_left``) rather than assumed gone.
+            self.netpol_left = netpol.remove_rules(self.in_netns)
+            step(f"NetworkPolicy chains and sets removed ({len(self.netpol_left)} left)")
         if self.holder is not None:
             self.holder.stop(grace)
             self.holder = None

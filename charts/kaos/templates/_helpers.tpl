@@ -140,6 +140,9 @@ it), else a fresh random one. Rendered once, in devpgvector-secret.yaml. */}}
 {{- if and .Values.posture.userIssuer (not .Values.posture.securityEnabled) }}
 {{- fail "posture.userIssuer needs posture.securityEnabled=true: user identity is part of the secured posture" }}
 {{- end }}
+{{- if and .Values.posture.userRbac (not .Values.posture.userIssuer) }}
+{{- fail "posture.userRbac needs posture.userIssuer: RBAC is asked about verified users" }}
+{{- end }}
 {{- $pdb := $op.podDisruptionBudget }}
 {{- if $pdb.enabled }}
 {{- if and (not (kindIs "invalid" $pdb.minAvailable)) (not (kindIs "invalid" $pdb.maxUnavailable)) }}

@@ -31,6 +31,7 @@ from kaos_cli.clients.agent import (
     tools_from_card,
     tools_from_spec,
 )
+from kaos_cli.commands.agent_access import add_commands as add_access_commands
 from kaos_cli.commands.common import CONTEXT_SETTINGS, Cx, common_options, complete_resource
 from kaos_cli.commands.deploy import deploy, deploy_options
 from kaos_cli.commands.reach import forwarded
@@ -48,7 +49,7 @@ complete_agent = complete_resource(AGENT.resource)
 @click.group(
     "agent",
     context_settings=CONTEXT_SETTINGS,
-    help="Agents: list, inspect, deploy, follow and talk to them.",
+    help="Agents: list, inspect, deploy, follow and talk to them; grant who may talk to them.",
 )
 def agent_group() -> None:
     pass
@@ -322,3 +323,7 @@ def agent_deploy(
         return body
 
     return deploy(AGENT, cx, name, file_, build, wait=wait, timeout=timeout, dry_run=dry_run)
+
+
+# ``grant``, ``revoke`` and ``who-can`` (``agent_access``): who may talk to an agent.
+add_access_commands(agent_group)

@@ -1,4 +1,5 @@
-"""``kaos memory recall|list|forget|audit``: an administrator's view into a MemoryStore.
+"""``kaos memory recall|list|forget|audit``: an administrator's view into a MemoryStore
+(``export|import|migrate`` live in ``memory_portable``).
 
 The CLI speaks the memory contract through ``MemoryServiceClient``, either to ``--url``
 or through a ``kubectl port-forward`` to the store's Service for the duration of the
@@ -39,6 +40,7 @@ from kaos_core.memory.contract import (
 from kaos_core.wire import agent_identity
 
 from kaos_cli.commands.common import CONTEXT_SETTINGS, Cx, common_options, complete_resource
+from kaos_cli.commands.memory_receipts import save_receipt, verify_receipt_command
 from kaos_cli.commands.reach import forwarded
 from kaos_cli.kinds import MEMORY_PORT, MEMORYSTORE
 from kaos_cli.kubectl.credential import KubeCredential, kube_credential
@@ -188,6 +190,8 @@ def forget_cmd(args: argparse.Namespace) -> int:
             )
         args.level = "user"
     response: ForgetResponse = _run(args, "forget")
+    if args.receipt_out:
+        save_receipt(args.receipt_out, response.signed_receipt)
     if not _dump(response, args):
         counts = response.forgotten
         table(
@@ -200,6 +204,8 @@ def forget_cmd(args: argparse.Namespace) -> int:
         )
         if response.receipt is not None:
             print(f"receipt: audit record {response.receipt} (kaos memory audit)")
+        if args.receipt_out:
+            print(f"signed receipt: {args.receipt_out} (kaos memory verify-receipt)")
     if response.degraded:
         warn("the erasure was degraded: some tier could not be reached")
     return 0
@@ -391,9 +397,13 @@ def list_command(cx: Cx, **params: Any) -> int:
     help="Erase one scope across all tiers; answers with a receipt (its audit record). With"
     " --principal alone: that principal across every agent and session of the store.",
 )
+@click.option("--receipt-out", default=None, metavar="FILE", help="save the signed receipt")
 @functools.partial(_options, level_required=False)
 def forget_command(cx: Cx, **params: Any) -> int:
     return forget_cmd(_args(cx, **params))
+
+
+memory_group.add_command(verify_receipt_command)
 
 
 @memory_group.command(
@@ -405,3 +415,10 @@ def forget_command(cx: Cx, **params: Any) -> int:
 def audit_command(cx: Cx, **params: Any) -> int:
     params.setdefault("agent", None)
     return audit_cmd(_args(cx, **params))
+
+
+# ``export``, ``import`` and ``migrate`` (``memory_portable``) build on this module's way of
+# reaching the service, so they are imported once it is complete.
+from kaos_cli.commands.memory_portable import add_commands as _add_portable  # noqa: E402
+
+_add_portable(memory_group)

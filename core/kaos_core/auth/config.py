@@ -67,6 +67,8 @@ class UserAuthSettings:
     jwks_url: str | None = None
     ca_file: Path | None = None
     leeway: float = DEFAULT_LEEWAY
+    # The client a token must have been issued to (``azp``/``client_id``); None: any.
+    authorized_party: str | None = None
 
     @classmethod
     def of(cls, fields: UserFields) -> UserAuthSettings | None:

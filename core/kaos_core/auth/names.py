@@ -13,12 +13,14 @@ from __future__ import annotations
 # Audiences of the projected service-account tokens.
 MEMORY_AUDIENCE = "kaos.dev/memory"
 AGENT_AUDIENCE = "kaos.dev/agent"
+MCP_AUDIENCE = "kaos.dev/mcp"
 
 # Where the operator mounts the projected tokens in an Agent pod, and for how long
 # kubelet makes them valid (it rotates them at 80% of that).
 TOKEN_DIR = "/var/run/secrets/kaos"
 MEMORY_TOKEN_PATH = f"{TOKEN_DIR}/memory/token"
 AGENT_TOKEN_PATH = f"{TOKEN_DIR}/agent/token"
+MCP_TOKEN_PATH = f"{TOKEN_DIR}/mcp/token"
 TOKEN_EXPIRATION_SECONDS = 3600
 
 # Where the operator mounts a service's callers file (a ConfigMap it keeps current, so a
@@ -30,6 +32,7 @@ CALLERS_PATH = f"{CALLERS_DIR}/{CALLERS_FILE}"
 # Agent pod: the token files it presents (read on every use: kubelet rotates them).
 AGENT_MEMORY_TOKEN_FILE = "AGENT_MEMORY_TOKEN_FILE"
 AGENT_PEER_TOKEN_FILE = "AGENT_PEER_TOKEN_FILE"
+AGENT_MCP_TOKEN_FILE = "AGENT_MCP_TOKEN_FILE"
 # Agent pod: the agents allowed to delegate to it (a callers file) when security is on.
 AGENT_CALLERS_FILE = "AGENT_CALLERS_FILE"
 
@@ -104,13 +107,38 @@ AGENT_USER_ISSUER = "AGENT_USER_ISSUER"
 AGENT_USER_AUDIENCE = "AGENT_USER_AUDIENCE"
 AGENT_USER_PRINCIPAL_CLAIM = "AGENT_USER_PRINCIPAL_CLAIM"
 AGENT_USER_JWKS_URL = "AGENT_USER_JWKS_URL"
+AGENT_USER_AUTHORIZED_PARTY = "AGENT_USER_AUTHORIZED_PARTY"
 AGENT_USER_CA_FILE = "AGENT_USER_CA_FILE"
 AGENT_USER_LEEWAY = "AGENT_USER_LEEWAY"
+# Agent: who may talk to it, asked of Kubernetes RBAC (``kaos_core.auth.invoke``): on or
+# off, and where a user token's Kubernetes user and groups are.
+AGENT_RBAC = "AGENT_RBAC"
+AGENT_RBAC_USERNAME_CLAIM = "AGENT_RBAC_USERNAME_CLAIM"
+AGENT_RBAC_USERNAME_PREFIX = "AGENT_RBAC_USERNAME_PREFIX"
+AGENT_RBAC_GROUPS_CLAIM = "AGENT_RBAC_GROUPS_CLAIM"
+AGENT_RBAC_GROUPS_PREFIX = "AGENT_RBAC_GROUPS_PREFIX"
+AGENT_RBAC_CACHE_SECONDS = "AGENT_RBAC_CACHE_SECONDS"
 
 # Memory service: the same, for the user tokens agents forward.
 MEMORY_USER_ISSUER = "KAOS_MEMORY_USER_ISSUER"
 MEMORY_USER_AUDIENCE = "KAOS_MEMORY_USER_AUDIENCE"
 MEMORY_USER_PRINCIPAL_CLAIM = "KAOS_MEMORY_USER_PRINCIPAL_CLAIM"
 MEMORY_USER_JWKS_URL = "KAOS_MEMORY_USER_JWKS_URL"
+MEMORY_USER_AUTHORIZED_PARTY = "KAOS_MEMORY_USER_AUTHORIZED_PARTY"
 MEMORY_USER_CA_FILE = "KAOS_MEMORY_USER_CA_FILE"
 MEMORY_USER_LEEWAY = "KAOS_MEMORY_USER_LEEWAY"
+
+# -- MCP servers verify their callers ------------------------------------------------------
+#
+# With security on, the operator runs ``kaos-mcp`` with the same verification as the memory
+# service (the ``CallerAuth`` group under the prefix ``MCP_``): an agent presents its token of
+# audience ``MCP_AUDIENCE`` in ``X-Agent-Token``, and only the Agents that list the MCPServer
+# in ``mcpServers`` (its callers file) may call tools. The operator's own ServiceAccount
+# (``namespace/name``) may list the tools (``status.availableTools``) and nothing else.
+MCP_AUTH_MODE = "MCP_AUTH_MODE"
+MCP_AUTH_ISSUER = "MCP_AUTH_ISSUER"
+MCP_AUTH_API_SERVER = "MCP_AUTH_API_SERVER"
+MCP_AUTH_CA_FILE = "MCP_AUTH_CA_FILE"
+MCP_AUTH_TOKEN_FILE = "MCP_AUTH_TOKEN_FILE"
+MCP_CALLERS_FILE = "MCP_CALLERS_FILE"
+MCP_AUTH_LISTER = "MCP_AUTH_LISTER"

@@ -14,9 +14,12 @@ forwards, so neither trusts a principal it was told. ``UserVerifier`` checks:
   ``alg: none`` nor an HMAC keyed with the public key verifies; a verified signature is
   remembered by the token's hash);
 - ``iss`` (exactly the issuer), ``aud`` (contains the configured audience), ``exp``,
-  ``nbf`` and ``iat`` with a leeway;
+  ``nbf`` and ``iat`` with a leeway; when an authorized party is configured, ``azp`` (or
+  ``client_id``) is that client;
 - the principal claim (``sub`` by default): a non-empty string that is a valid principal
-  (``validate_subject``: printable, bounded, never the wildcard);
+  (``validate_subject``: printable, bounded, never the wildcard) and never in a form
+  reserved for agents or the cluster (``is_reserved_principal``): user and agent
+  principals cannot collide;
 - that it is not a Kubernetes service-account token (a ``kubernetes.io`` claim or a
   ``system:serviceaccount:`` subject): an agent's identity is never a user's.
 
@@ -33,6 +36,7 @@ from typing import Any
 
 from kaos_core.auth.config import UserAuthSettings
 from kaos_core.auth.verify import (
+    KEY_REFETCH_INTERVAL,
     Clock,
     HttpsSource,
     JwksVerifier,
@@ -44,9 +48,11 @@ from kaos_core.errors import BadRequest, KaosError
 from kaos_core.wire import validate_subject
 
 _SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
-# Identity providers rotate signing keys on their own schedule (a service-account issuer's
-# keys change with the control plane): a new key is picked up within this many seconds.
-USER_KEY_REFETCH_INTERVAL = 10.0
+# Principals in these forms are not users': see ``is_reserved_principal``.
+RESERVED_PRINCIPAL_PREFIXES = ("kaos:", "system:")
+# Identity providers rotate signing keys on their own schedule: a token signed with a key
+# published since the last fetch verifies once this long has passed since that fetch.
+USER_KEY_REFETCH_INTERVAL = KEY_REFETCH_INTERVAL
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,9 @@ class VerifiedUser:
     expires_at: float
     # The token itself, to forward to the services the run calls; never in a repr or a log.
     token: str = field(repr=False)
+    # Its verified claims, for what else is read from them (the Kubernetes user and groups
+    # an agent asks RBAC about, ``kaos_core.auth.invoke``).
+    claims: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def check_user_claims(
@@ -68,9 +77,15 @@ def check_user_claims(
     principal_claim: str,
     now: float,
     leeway: float,
+    authorized_party: str | None = None,
 ) -> tuple[str, float]:
     """The principal and expiry of a user token whose signature was verified."""
     expires = check_registered(claims, issuer=issuer, audience=audience, now=now, leeway=leeway)
+    if authorized_party is not None:
+        # OIDC's ``azp``; an RFC 9068 access token names its client in ``client_id``.
+        party = claims.get("azp", claims.get("client_id"))
+        if party != authorized_party:
+            raise Unauthenticated("token was issued to another client (azp)")
     subject = claims.get("sub")
     if "kubernetes.io" in claims or (
         isinstance(subject, str) and subject.startswith(_SERVICE_ACCOUNT_PREFIX)
@@ -85,7 +100,21 @@ def check_user_claims(
         raise Unauthenticated(
             f"token claim '{principal_claim}' is not a usable principal"
         ) from None
+    if is_reserved_principal(principal):
+        # An agent's self-subjected runs have its identity as principal: a user who could
+        # claim that form would be the agent, its memory included.
+        raise Unauthenticated(
+            f"token claim '{principal_claim}' takes a form reserved for agents and the"
+            " cluster's own users"
+        )
     return principal, expires
+
+
+def is_reserved_principal(value: str) -> bool:
+    """Whether ``value`` has a form no user's principal may take: an agent identity
+    (``kaos://agent/...``, any ``kaos:`` form) or a Kubernetes user (``system:...``),
+    compared without case or surrounding space."""
+    return value.strip().lower().startswith(RESERVED_PRINCIPAL_PREFIXES)
 
 
 class UserVerifier:
@@ -127,8 +156,11 @@ class UserVerifier:
             principal_claim=s.principal_claim,
             now=self._clock(),
             leeway=s.leeway,
+            authorized_party=s.authorized_party,
         )
-        return VerifiedUser(principal=principal, issuer=s.issuer, expires_at=expires, token=token)
+        return VerifiedUser(
+            principal=principal, issuer=s.issuer, expires_at=expires, token=token, claims=claims
+        )
 
     async def close(self) -> None:
         await self._keys.close()

@@ -9,7 +9,11 @@ the token is bound to one) or refuses it. Two verifiers share one interface:
   server's ``/openid/v1/jwks`` when an API server is configured, else the issuer's OIDC
   discovery document). Keys are fetched lazily, cached, and fetched again when a token
   names an unknown key id, at most once per ``refetch_interval`` (a flood of made-up key
-  ids cannot turn into a flood of fetches). A token whose signature verified is
+  ids cannot turn into a flood of fetches). Callers that need the keys while a fetch is
+  under way wait for that one fetch, not a fetch each; an answer that holds no usable
+  key (``{}``, ``{"keys": "garbage"}``) is a failed fetch and keeps the keys already
+  cached; a document larger than ``MAX_DOCUMENT_BYTES`` is refused unread. A token whose
+  signature verified is
   remembered (by its SHA-256, with the key that verified it) so an agent's next call with
   the same token costs a hash, not an RSA verification; its claims (expiry, audience) are
   still checked on every call, and a key the issuer no longer publishes voids what it
@@ -66,10 +70,15 @@ MAX_TOKEN_BYTES = 16 * 1024
 # Asymmetric signatures only: never ``none``, never HS* (an HMAC "signed" with the
 # issuer's public key would otherwise verify against it).
 ALLOWED_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"})
-KEY_REFETCH_INTERVAL = 30.0
-# After a failed fetch, the next attempt waits this long (an issuer outage must not turn
-# every request into a fetch), but recovery stays quick.
+# The least time between two fetches an unknown key id asks for: a key the issuer has just
+# published verifies within it, a flood of made-up key ids costs one fetch per interval.
+KEY_REFETCH_INTERVAL = 5.0
+# After a failed fetch, the next attempt waits this long from the failure (an issuer outage
+# must not turn every request into a fetch), but recovery stays quick.
 FAILED_FETCH_RETRY = 1.0
+# Key sets and discovery documents are a few kilobytes; an issuer (or whoever answers in
+# its name) that sends more is refused before the body is read, never held in memory.
+MAX_DOCUMENT_BYTES = 512 * 1024
 # Tokens whose signature verified, remembered by hash (an agent presents the same
 # projected token until kubelet rotates it, so a handful per agent).
 SIGNATURE_CACHE_ENTRIES = 4096
@@ -265,7 +274,7 @@ class HttpsSource:
                 ),
             ) as resp:
                 status = resp.status
-                doc = await resp.json(content_type=None)
+                doc = json.loads(await _bounded_body(resp, url))
         except (aiohttp.ClientError, TimeoutError, ValueError, ssl.SSLError) as exc:
             log.warning("auth backend unreachable", extra={"url": url, "error": type(exc).__name__})
             raise VerifierUnavailable(f"cannot reach {url} to verify tokens") from exc
@@ -275,6 +284,22 @@ class HttpsSource:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+async def _bounded_body(resp: aiohttp.ClientResponse, url: str) -> bytes:
+    """The answer's body, or ``VerifierUnavailable`` past ``MAX_DOCUMENT_BYTES`` (judged by
+    its length header when it has one, else while it arrives)."""
+    too_large = VerifierUnavailable(f"{url} answered more than {MAX_DOCUMENT_BYTES} bytes")
+    if resp.content_length is not None and resp.content_length > MAX_DOCUMENT_BYTES:
+        log.warning("auth backend answer too large", extra={"url": url})
+        raise too_large
+    body = bytearray()
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        body += chunk
+        if len(body) > MAX_DOCUMENT_BYTES:
+            log.warning("auth backend answer too large", extra={"url": url})
+            raise too_large
+    return bytes(body)
 
 
 def discovery_source(http: HttpsSource, issuer: str, jwks_url: str | None) -> JwksSource:
@@ -304,6 +329,30 @@ def discovery_source(http: HttpsSource, issuer: str, jwks_url: str | None) -> Jw
 # ------------------------------------------------------------------------ JWKS mode
 
 
+def usable_keys(doc: Mapping[str, Any]) -> dict[str, jwt.PyJWK]:
+    """The signing keys of a key set by key id; ``VerifierUnavailable`` when it holds none,
+    so a malformed answer (``{}``, ``"keys"`` not a list, only unusable keys) counts as a
+    failed fetch and the keys already cached stay."""
+    import jwt
+
+    keys: dict[str, jwt.PyJWK] = {}
+    raw = doc.get("keys")
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, dict):
+            continue
+        try:
+            key = jwt.PyJWK(item)
+        except (jwt.PyJWTError, ValueError, TypeError, KeyError):
+            continue  # a key of a kind we cannot use (or do not allow) is skipped
+        if key.algorithm_name in ALLOWED_ALGORITHMS and key.public_key_use in (None, "sig"):
+            # A key without an id is only usable when it is the issuer's only key.
+            keys[key.key_id or ""] = key
+    if not keys:
+        log.warning("issuer key set holds no usable key; the cached keys stay")
+        raise VerifierUnavailable("the issuer's key set holds no usable signing key")
+    return keys
+
+
 class JwksVerifier:
     """Offline verification against the issuer's published keys."""
 
@@ -328,7 +377,8 @@ class JwksVerifier:
         self._verified: OrderedDict[str, tuple[Mapping[str, Any], jwt.PyJWK]] = OrderedDict()
         self._fetched = False
         self._next_fetch = float("-inf")
-        self._lock = asyncio.Lock()
+        # The fetch under way, which every caller that needs the keys meanwhile awaits.
+        self._fetching: asyncio.Future[None] | None = None
 
     async def verify(self, token: str, audience: str) -> VerifiedWorkload:
         return self._check(await self.verified_claims(token), audience)
@@ -399,12 +449,9 @@ class JwksVerifier:
         found = self._lookup(kid)
         if found is not None:
             return found
-        async with self._lock:
-            # Another request may have refreshed the keys while this one waited.
+        if self._fetching is not None or self._clock() >= self._next_fetch:
+            await self._fetch()
             found = self._lookup(kid)
-            if found is None and self._clock() >= self._next_fetch:
-                await self._refresh()
-                found = self._lookup(kid)
         if found is not None:
             return found
         if not self._fetched:
@@ -417,28 +464,31 @@ class JwksVerifier:
         # A token without a key id can only be matched when the issuer has one key.
         return next(iter(self._keys.values())) if len(self._keys) == 1 else None
 
-    async def _refresh(self) -> None:
-        now = self._clock()
-        try:
-            doc = await self._source()
-        except VerifierUnavailable:
-            self._next_fetch = now + FAILED_FETCH_RETRY
-            raise
-        self._next_fetch = now + self._refetch_interval
-        import jwt
+    async def _fetch(self) -> None:
+        """Join the fetch under way, or start one. It is shielded: a caller that gives up
+        (its client left) does not cancel the fetch the others wait for."""
+        if self._fetching is None:
+            fetching = asyncio.ensure_future(self._refresh())
+            fetching.add_done_callback(self._fetched_now)
+            self._fetching = fetching
+        await asyncio.shield(self._fetching)
 
-        keys: dict[str, jwt.PyJWK] = {}
-        raw = doc.get("keys")
-        for item in raw if isinstance(raw, list) else []:
-            try:
-                key = jwt.PyJWK(item)
-            except jwt.PyJWTError:
-                continue  # a key of a kind we cannot use (or do not allow) is skipped
-            if key.algorithm_name in ALLOWED_ALGORITHMS and key.public_key_use in (None, "sig"):
-                # A key without an id is only usable when it is the issuer's only key.
-                keys[key.key_id or ""] = key
+    def _fetched_now(self, fetching: asyncio.Future[None]) -> None:
+        self._fetching = None
+        if not fetching.cancelled():
+            fetching.exception()  # each waiter has it; nobody is left to be told twice
+
+    async def _refresh(self) -> None:
+        try:
+            keys = usable_keys(await self._source())
+        except VerifierUnavailable:
+            # From the failure, not from the start of a fetch that may have hung for its
+            # whole timeout: the next callers are not each sent to the issuer again.
+            self._next_fetch = self._clock() + FAILED_FETCH_RETRY
+            raise
+        self._next_fetch = self._clock() + self._refetch_interval
         self._keys, self._fetched = keys, True
-        log.info("service-account issuer keys fetched", extra={"keys": len(keys)})
+        log.info("issuer keys fetched", extra={"issuer": self.issuer, "keys": len(keys)})
 
     async def close(self) -> None:
         if self._on_close is not None:

@@ -25,6 +25,7 @@ from kaos_core.crds.common import (
     resources_field,
     telemetry_field,
 )
+from kaos_core.crds.egress import EgressRule, egress_field
 from kaos_core.crds.gateway import GatewayRoute, gateway_route_field
 from kaos_core.crds.overrides import (
     ContainerOverride,
@@ -106,6 +107,7 @@ class MCPServerSpec(CRDModel):
     container: ContainerOverride | None = container_field()
     pod: PodOverride | None = pod_field()
     gateway_route: GatewayRoute | None = gateway_route_field()
+    egress: list[EgressRule] = egress_field("the APIs its tools call")
 
 
 class MCPServerStatus(CommonStatus):

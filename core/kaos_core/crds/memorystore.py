@@ -25,6 +25,7 @@ from kaos_core.crds.common import (
     resources_field,
     telemetry_field,
 )
+from kaos_core.crds.egress import EgressRule, egress_field
 from kaos_core.crds.overrides import (
     ContainerOverride,
     PodOverride,
@@ -239,6 +240,107 @@ class StoreTiers(CRDModel):
     long_term: LongTermTier = defaulted(LongTermTier)
 
 
+# The longest retention age: a century, in days.
+RETENTION_DAYS_MAX = 36_500
+
+
+class StoreRetention(CRDModel):
+    """How long memory is kept: records past their age are erased by the service's sweep
+    (audited with the actor retention, counted in kaos_memory_records_expired_total),
+    never hidden. Digest versions kept per session: tiers.mediumTerm.digestRetention."""
+
+    fact_max_age_days: int | None = Field(
+        default=None,
+        ge=1,
+        le=RETENTION_DAYS_MAX,
+        description="A long-term fact older than this many days is erased (its vector and"
+        " row). Kept until forgotten when unset.",
+    )
+    idle_session_days: int | None = Field(
+        default=None,
+        ge=1,
+        le=RETENTION_DAYS_MAX,
+        description="A session nobody wrote to for this many days is erased whole, as a"
+        " session-level forget erases it: its window, digest versions and facts. Kept until"
+        " forgotten when unset.",
+    )
+
+
+class PrincipalQuota(CRDModel):
+    """What one principal (end user) may store; a write past it is refused 403
+    quota_exceeded and writes nothing."""
+
+    facts: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000_000,
+        description="Long-term facts; at or above it the principal's writes are refused.",
+    )
+    turns: int | None = Field(
+        default=None, ge=1, le=1_000_000_000, description="Stored turns, across sessions."
+    )
+    bytes: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**50,
+        description="Bytes of stored turns (their content as stored), across sessions.",
+    )
+
+
+class AgentQuota(CRDModel):
+    """How fast one agent may write; one write more is refused 429 with Retry-After."""
+
+    writes_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Writes per calendar minute, counted across every replica.",
+    )
+
+
+class StoreQuotas(CRDModel):
+    """Per principal storage and per agent write rate; unlimited where unset."""
+
+    principal: PrincipalQuota | None = Field(
+        default=None, description="Limits of each principal's stored memory."
+    )
+    agent: AgentQuota | None = Field(default=None, description="Limits of each agent's writes.")
+
+
+class StoreReceipts(CRDModel):
+    """The key every forget's receipt is signed with (kaos memory verify-receipt checks it)."""
+
+    key_secret: SecretKeyRef | None = Field(
+        default=None,
+        description="A Secret key holding an Ed25519 private key (PKCS#8 PEM: openssl genpkey"
+        " -algorithm ed25519) every replica signs with. Unset: the store generates one on"
+        " first start and keeps it in its conversation store.",
+    )
+
+
+class StoreEncryption(CRDModel):
+    """Encryption at rest: every text stored for a principal (window turns, digest versions,
+    fact text, Mem0's message context) sealed with AES-256-GCM under that principal's data
+    key (the agent's where there is none), the keys wrapped by a key-encryption key (KEK)
+    that never touches the database. A user-level forget destroys the principal's key."""
+
+    kek_secret: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="A Secret of this namespace holding the KEK: one key per version (v1,"
+        " v2, ...: 32 random bytes, base64) and current (the version new data keys are"
+        " wrapped with), mounted into the memory pod. Rotate by adding a version and"
+        " pointing current at it: keys wrapped by older versions still unwrap, nothing is"
+        " re-encrypted, no restart is needed. Set: sealing is on.",
+    )
+    enabled: bool = Field(
+        default=True,
+        description="false stores text in the clear even with a KEK (texts sealed before"
+        " then read as erased).",
+    )
+
+
 class MemoryStoreSpec(CRDModel):
     """Desired state of a MemoryStore."""
 
@@ -283,16 +385,44 @@ class MemoryStoreSpec(CRDModel):
         description="Memory requests (/v1/*) one replica serves at once; one more is answered"
         " 429 with Retry-After and changes nothing. Unlimited when unset.",
     )
+    retention: StoreRetention | None = Field(
+        default=None, description="Ages past which memory is erased; kept when unset."
+    )
+    quotas: StoreQuotas | None = Field(
+        default=None, description="Per principal and per agent limits; unlimited when unset."
+    )
+    receipts: StoreReceipts | None = Field(
+        default=None,
+        description="How erasure receipts are signed; a key the store generates when unset.",
+    )
+    encryption: StoreEncryption | None = Field(
+        default=None,
+        description="Per-principal encryption at rest and crypto-shredding; text in the"
+        " clear when unset.",
+    )
     image: str | None = image_field("the chart's kaos-memory image")
     resources: dict[str, Any] | None = resources_field()
     telemetry: Telemetry | None = telemetry_field()
     container: ContainerOverride | None = container_field()
     pod: PodOverride | None = pod_field()
+    egress: list[EgressRule] = egress_field(
+        "storage external: its database; its ModelAPIs are allowed by the operator"
+    )
 
     def effective_replicas(self) -> int:
         if self.replicas is not None:
             return self.replicas
         return 2 if self.storage.type == "external" else 1
+
+
+class ReceiptKey(CRDModel):
+    """The store's erasure receipt key as a JWK (RFC 8037): what kaos memory verify-receipt
+    checks a receipt with when given no --key."""
+
+    kty: Literal["OKP"] = Field(description="Key type: OKP.")
+    crv: Literal["Ed25519"] = Field(description="Curve: Ed25519.")
+    x: str = Field(max_length=64, description="The public key, base64url.")
+    kid: str = Field(max_length=64, description="Its RFC 7638 thumbprint, as receipts name it.")
 
 
 class MemoryStoreStatus(CommonStatus):
@@ -301,6 +431,11 @@ class MemoryStoreStatus(CommonStatus):
     replicas: int | None = Field(default=None, description="Pods the Deployment asks for.")
     ready_replicas: int | None = Field(
         default=None, description="Pods ready to serve (passing their readiness probe)."
+    )
+    receipt_key: ReceiptKey | None = Field(
+        default=None,
+        description="The public key the store signs erasure receipts with, read from its"
+        " /.well-known/kaos-memory-receipt-key once the Deployment is available.",
     )
 
 

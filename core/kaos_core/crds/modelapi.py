@@ -26,6 +26,7 @@ from kaos_core.crds.common import (
     resources_field,
     telemetry_field,
 )
+from kaos_core.crds.egress import EgressRule, egress_field
 from kaos_core.crds.gateway import GatewayRoute, gateway_route_field
 from kaos_core.crds.memorystore import QUANTITY
 from kaos_core.crds.overrides import (
@@ -217,6 +218,9 @@ class ModelAPISpec(CRDModel):
     container: ContainerOverride | None = container_field()
     pod: PodOverride | None = pod_field()
     gateway_route: GatewayRoute | None = gateway_route_field()
+    egress: list[EgressRule] = egress_field(
+        "Proxy: its provider's API; Hosted: the registry it pulls its model from"
+    )
 
     def served_models(self) -> list[str]:
         if self.mode == "Proxy" and self.proxy_config is not None:

@@ -159,12 +159,58 @@ class Forgotten(_Response):
     long_term: int = 0
 
 
+# What a receipt says it is, and where a store serves the key that signs its receipts.
+RECEIPT_FORMAT = "kaos.memory.erasure-receipt/v1"
+WELL_KNOWN_PATH = "/.well-known/kaos-memory-receipt-key"
+
+
+class _Signed(BaseModel):
+    # Unknown members are kept: a client re-serialises a receipt to check its signature.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class ReceiptScope(_Signed):
+    """The scope the erasure reached: what the caller asked for, nothing it did not name."""
+
+    level: Level
+    principal: str | None = None
+    agent: str | None = None
+    session: str | None = None
+
+
+class ReceiptCounts(_Signed):
+    short_term: int = 0
+    medium_term: int = 0
+    long_term: int = 0
+
+
+class ErasureReceipt(_Signed):
+    """A forget's receipt, signed by the store (Ed25519; ``kaos_core.memory.receipt`` says
+    how it is serialised and checked, ``GET /.well-known/kaos-memory-receipt-key`` serves
+    the key). ``erasure`` is the audit record's id; ``final`` false: the erasure was still
+    pending when the receipt was signed."""
+
+    format: str
+    store: str
+    erasure: int | None = None
+    request_id: str
+    issued_at: str
+    scope: ReceiptScope
+    forgotten: ReceiptCounts
+    key_shredded: bool = False
+    final: bool
+    kid: str
+    signature: str
+
+
 class ForgetResponse(_Response):
     forgotten: Forgotten = Field(default_factory=Forgotten)
     degraded: bool = False
     # The id of the erasure's audit record (``GET /v1/audit``); ``None`` only when the
     # conversation store failed before the erasure could be recorded.
     receipt: int | None = None
+    # The signed receipt of this forget (``None`` from a service that signs none).
+    signed_receipt: ErasureReceipt | None = None
 
 
 class AuditRequest(_Request):
@@ -176,9 +222,10 @@ class AuditRequest(_Request):
 
 class AuditActor(_Response):
     """Who erased: ``agent`` (its identity) or ``admin`` (the Kubernetes user name), and
-    whether the service verified it (a token) or took it from a header (auth ``off``)."""
+    whether the service verified it (a token) or took it from a header (auth ``off``);
+    ``retention``: the service, erasing what the store's retention says is past its age."""
 
-    kind: Literal["agent", "admin", "unknown"]
+    kind: Literal["agent", "admin", "unknown", "retention"]
     name: str | None = None
     verified: bool = False
 
@@ -199,6 +246,8 @@ class AuditRecord(_Response):
     scope: AuditScope
     forgotten: Forgotten
     final: bool
+    # The signed receipt the forget answered with (``None`` for erasures before receipts).
+    signed_receipt: ErasureReceipt | None = None
 
 
 class AuditResponse(_Response):

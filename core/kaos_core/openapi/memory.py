@@ -28,6 +28,28 @@ from kaos_core.wire import (
 
 MEMORY_API_VERSION = "1.0.0"
 
+RECEIPT_KEY_SET: Schema = {
+    "type": "object",
+    "required": ["keys"],
+    "properties": {
+        "keys": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["kty", "crv", "x", "kid"],
+                "properties": {
+                    "kty": {"const": "OKP"},
+                    "crv": {"const": "Ed25519"},
+                    "x": {"type": "string"},
+                    "kid": {"type": "string"},
+                    "alg": {"const": "EdDSA"},
+                    "use": {"const": "sig"},
+                },
+            },
+        }
+    },
+}
+
 AGENT_IDENTITY = Header(
     AGENT_IDENTITY_HEADER,
     "Calling agent, `kaos://agent/<namespace>/<name>` (DNS-1123 label and subdomain). "
@@ -110,7 +132,11 @@ _429 = (
 
 
 def _memory_replies(
-    ok: dict[int, Reply], bad_request: str, forbidden: str, server: str = _500
+    ok: dict[int, Reply],
+    bad_request: str,
+    forbidden: str,
+    server: str = _500,
+    too_many: str = _429,
 ) -> dict[int, Reply]:
     return {
         **ok,
@@ -120,7 +146,7 @@ def _memory_replies(
         408: error_reply(_408),
         413: error_reply(_413),
         415: error_reply(_415),
-        429: error_reply(_429),
+        429: error_reply(too_many),
         500: error_reply(server),
         503: error_reply(_503),
     }
@@ -162,8 +188,11 @@ def memory_operations() -> list[Operation]:
                 },
                 _COMMON_400 + ", `missing_session` (no `X-Session-Id`)",
                 "`principal_required`, `agent_identity_required` (posture), `session_bound` "
-                "(the session belongs to another principal).",
+                "(the session belongs to another principal), `quota_exceeded` (over the "
+                "principal's facts, turns or bytes quota; nothing written).",
                 strict,
+                _429 + " `rate_limited`: over the agent's writes per minute; carries "
+                "`Retry-After` (seconds to the next minute); nothing written.",
             ),
             [
                 AGENT_IDENTITY,
@@ -212,8 +241,11 @@ def memory_operations() -> list[Operation]:
             "Same scope rules as the reads (an admin call is not bound by the read "
             "ceiling: `user` level with `X-Principal` erases that principal across every "
             "agent and session). Every erasure leaves an audit record (who, when, scope, "
-            "rows per tier; never content) whose id is the answer's `receipt`. A soft "
-            "failure answers 200 with `degraded: true`.",
+            "rows per tier; never content) whose id is the answer's `receipt`, and answers "
+            "with `signed_receipt`, the store's Ed25519-signed account of the erasure "
+            "(kept on the audit record; `kaos memory verify-receipt` checks it offline with "
+            f"the key at `{contract.WELL_KNOWN_PATH}`). A soft failure answers 200 with "
+            "`degraded: true`.",
             tags,
             _memory_replies(
                 {200: Reply("Forgotten.", {JSON: contract.ForgetResponse}, (REQUEST_ID_ECHO,))},
@@ -246,6 +278,16 @@ def memory_operations() -> list[Operation]:
                 contract.AuditRequest if method == "post" else None,
             )
             for method in ("get", "post")
+        ),
+        Operation(
+            contract.WELL_KNOWN_PATH,
+            "get",
+            "receipt_key",
+            "The public key erasure receipts are signed with",
+            "A JWK Set (RFC 7517) of one Ed25519 key (RFC 8037 `OKP`), its `kid` the RFC 7638 "
+            "thumbprint a receipt names. Needs no identity or credential: a public key.",
+            ["memory"],
+            {200: Reply("The key.", {JSON: RECEIPT_KEY_SET}, (REQUEST_ID_ECHO,))},
         ),
         *probe_operations("memory service"),
     ]

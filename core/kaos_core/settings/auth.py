@@ -158,10 +158,17 @@ class UserAuth(SettingsGroup):
     )
     jwks_url: str | None = setting(
         "where to fetch the user issuer's keys instead of discovery (https). Keys are fetched"
-        " on first use and again for an unknown key id at most every 30 s (a key rotated at"
+        " on first use and again for an unknown key id at most every 5 s (a key rotated at"
         " the provider is followed without a restart)",
         env="USER_JWKS_URL",
         default=None,
+    )
+    authorized_party: str | None = setting(
+        "with a user issuer: the client a user token must have been issued to (its `azp`"
+        " claim, or RFC 9068's `client_id`); unset: any client of the issuer",
+        env="USER_AUTHORIZED_PARTY",
+        default=None,
+        min_length=1,
     )
     ca_file: Path | None = setting(
         "CA bundle for the user issuer and its keys",
@@ -197,6 +204,7 @@ class UserAuth(SettingsGroup):
             audience=self.audience,
             principal_claim=self.principal_claim,
             jwks_url=self.jwks_url,
+            authorized_party=self.authorized_party,
             ca_file=self.ca_file,
             leeway=self.leeway,
         )

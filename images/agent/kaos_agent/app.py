@@ -30,6 +30,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from kaos_agent.a2a.card import CardBuilder
 from kaos_agent.a2a.server import A2AServer
 from kaos_agent.a2a.tasks import TaskStore
+from kaos_agent.access import invoke_access
 from kaos_agent.auth import EdgeAuth
 from kaos_agent.autonomous import Sleep, autonomous_loop
 from kaos_agent.chat import chat_completions
@@ -141,7 +142,9 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
 
 async def _auth_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS_KEY]
-    auth = EdgeAuth.from_settings(settings.auth, settings.user_auth, settings.agent.identity)
+    auth = EdgeAuth.from_settings(
+        settings.auth, settings.user_auth, settings.agent.identity, invoke_access(settings)
+    )
     app[AUTH_KEY] = auth
     try:
         yield

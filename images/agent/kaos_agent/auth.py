@@ -23,7 +23,10 @@ is proven too (``UserAuth``):
   so the run self-subjects (its principal is this agent's own identity, as an autonomous
   run's is) and never writes under a principal it was merely told (the derivation the
   memory service runs too, ``kaos_core.auth.principal``);
-- ``X-Principal`` is refused (400): nobody may name the principal any more.
+- ``X-Principal`` is refused (400): nobody may name the principal any more;
+- with ``AGENT_RBAC`` the verified user, the end user's or the one a delegation
+  carries, must be allowed by Kubernetes RBAC to invoke this agent (``kaos_agent.access``),
+  else 403 ``agent_not_granted``.
 
 Every 401 carries a ``WWW-Authenticate`` challenge: ``KaosAgentToken`` naming the header
 and the audience for an agent token, ``Bearer`` for a user token. The error carries it;
@@ -38,6 +41,7 @@ from kaos_core.auth import names
 from kaos_core.auth.callers import Caller
 from kaos_core.auth.config import CallerAuthSettings, UserAuthSettings
 from kaos_core.auth.gate import CallerGate, presented_tokens
+from kaos_core.auth.invoke import InvokeAccess
 from kaos_core.auth.oidc import UserVerifier, VerifiedUser, bearer_challenge, bearer_token
 from kaos_core.auth.principal import forwarded_user
 from kaos_core.auth.verify import Unauthenticated
@@ -121,16 +125,23 @@ class AgentAuth(CallerGate):
 class UserAuth:
     """End users' tokens under verified user identity (``AGENT_USER_ISSUER``)."""
 
-    def __init__(self, verifier: UserVerifier, own_identity: str | None) -> None:
+    def __init__(
+        self,
+        verifier: UserVerifier,
+        own_identity: str | None,
+        access: InvokeAccess | None = None,
+    ) -> None:
         self.verifier = verifier
         self.own_identity = own_identity
+        # Whether RBAC lets each verified user invoke this agent; None: every verified user.
+        self.access = access
 
     async def identify(self, headers: Mapping[str, str], caller: Caller | None) -> Verified:
         """What the request proves of its user; every 401 carries a ``Bearer`` challenge."""
         try:
             if caller is not None:
                 return await self._delegated(headers, caller)
-            return self._verified(await self._end_user(headers), None)
+            return await self._admitted(await self._end_user(headers), None)
         except Unauthenticated as exc:
             raise user_refusal(exc) from None
 
@@ -140,6 +151,13 @@ class UserAuth:
         user = await forwarded_user(headers, self.verifier)
         if user is None:
             return Verified(caller=caller, derived=True, principal=self.own_identity)
+        # The user a delegation acts for is asked about as if they called: no user reaches
+        # an agent through another one they may use.
+        return await self._admitted(user, caller)
+
+    async def _admitted(self, user: VerifiedUser, caller: Caller | None) -> Verified:
+        if self.access is not None:
+            await self.access.check(user)
         return self._verified(user, caller)
 
     async def _end_user(self, headers: Mapping[str, str]) -> VerifiedUser:
@@ -171,6 +189,8 @@ class UserAuth:
 
     async def close(self) -> None:
         await self.verifier.close()
+        if self.access is not None:
+            await self.access.close()
 
 
 class EdgeAuth:
@@ -187,10 +207,13 @@ class EdgeAuth:
         agents: CallerAuthSettings,
         users: UserAuthSettings | None,
         own_identity: str | None,
+        access: InvokeAccess | None = None,
     ) -> EdgeAuth | None:
         agent_auth = AgentAuth.from_settings(agents)
         user_auth = (
-            None if users is None else UserAuth(UserVerifier.from_settings(users), own_identity)
+            None
+            if users is None
+            else UserAuth(UserVerifier.from_settings(users), own_identity, access)
         )
         if agent_auth is None and user_auth is None:
             return None

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Self, cast
 from urllib.parse import urlsplit
 
+from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.endpoints import Endpoint
 from kaos_core.http.failures import describe_failure
+from kaos_core.wire import AGENT_TOKEN_HEADER
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import (
     ApprovalRequired,
@@ -172,7 +175,28 @@ def mcp_http_client(settings: ToolSettings) -> httpx2.AsyncClient:
     import httpx2
 
     read = max(MCP_STREAM_READ_SECONDS, settings.timeout_seconds)
-    return httpx2.AsyncClient(timeout=httpx2.Timeout(MCP_CONNECT_SECONDS, read=read))
+    auth = None if settings.token_file is None else token_auth(TokenFile(settings.token_file))
+    return httpx2.AsyncClient(timeout=httpx2.Timeout(MCP_CONNECT_SECONDS, read=read), auth=auth)
+
+
+def token_auth(token: TokenFile) -> httpx2.Auth:
+    """Every MCP request carries the agent's token of audience ``kaos.dev/mcp`` as
+    ``X-Agent-Token``, read on each request (kubelet rotates it). While the file is missing
+    the request goes without one, and the server's 401 fails that tool server's calls (the
+    run goes on without its tools, ``GuardedToolset``)."""
+    import httpx2
+
+    class TokenAuth(httpx2.Auth):
+        def auth_flow(
+            self, request: httpx2.Request
+        ) -> Generator[httpx2.Request, httpx2.Response, None]:
+            # A missing file is logged by ``TokenFile`` once, not on every request.
+            value = token.read()
+            if value is not None:
+                request.headers[AGENT_TOKEN_HEADER] = value
+            yield request
+
+    return TokenAuth()
 
 
 def mcp_toolsets(

@@ -53,6 +53,9 @@ VERBS: dict[str, str] = {
     "/v1/list": "get",
     "/v1/audit": "get",
     "/v1/forget": "delete",
+    # An export reads everything in its scope; an import writes, as no agent does.
+    "/v1/export": "get",
+    "/v1/import": "create",
 }
 REALM = "kaos.dev/memory"
 

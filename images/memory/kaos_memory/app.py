@@ -43,9 +43,13 @@ from kaos_memory.keys import (
     METRICS_KEY,
     SERVICE_KEY,
     SETTINGS_KEY,
+    SWEEPER_KEY,
 )
 from kaos_memory.limit import concurrency_limit
 from kaos_memory.metrics import MemoryMetrics
+from kaos_memory.quota import QuotaGate, quota_policy
+from kaos_memory.receipts import RECEIPTS_KEY, add_receipt_routes, load_signer, store_label
+from kaos_memory.retention import Retention, retention_policy
 from kaos_memory.routes import add_routes
 from kaos_memory.service import MemoryService
 from kaos_memory.settings import MemorySettings
@@ -76,6 +80,7 @@ def create_app(settings: MemorySettings, *, deps: MemoryDeps | None = None) -> w
     if settings.backend.mode == "local":
         app.cleanup_ctx.append(_data_dir_ctx)
     app.cleanup_ctx.append(_conversation_ctx)
+    app.cleanup_ctx.append(_receipts_ctx)
     app.cleanup_ctx.append(_longterm_ctx)
     app.cleanup_ctx.append(_summarizer_ctx)
     app.cleanup_ctx.append(_executor_ctx)
@@ -89,6 +94,7 @@ def create_app(settings: MemorySettings, *, deps: MemoryDeps | None = None) -> w
         app[AUTH_KEY] = auth
         app.cleanup_ctx.append(_auth_ctx)
     add_routes(app)
+    add_receipt_routes(app)
     return app
 
 
@@ -120,6 +126,23 @@ async def _conversation_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await store.close()
+
+
+async def _receipts_ctx(app: web.Application) -> AsyncIterator[None]:
+    # The signing key, read (or generated once and kept) before any forget can be served.
+    settings = app[SETTINGS_KEY]
+    app[RECEIPTS_KEY] = await load_signer(
+        settings.receipts,
+        app[CONVERSATION_KEY],
+        group=settings.backend.group,
+        store=store_label(
+            settings.admin_access.store_namespace,
+            settings.admin_access.store_name,
+            settings.backend.group,
+        ),
+        clock=app[DEPS_KEY].clock,
+    )
+    yield
 
 
 async def _longterm_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -199,7 +222,25 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
             reclaim_inline=settings.backend.mode == "local",
         ),
         replica=consolidator.replica,
+        keyring=deps.keyring,
     )
+    kept, quotas = retention_policy(settings.retention), quota_policy(settings.quotas)
+    retention = None
+    if kept.enabled:
+        retention = Retention(
+            group=settings.backend.group,
+            policy=kept,
+            conversation=app[CONVERSATION_KEY],
+            longterm=app[LONGTERM_KEY],
+            eraser=eraser,
+            metrics=metrics,
+            clock=deps.clock,
+        )
+    quota = None
+    if quotas.enabled:
+        quota = QuotaGate(
+            group=settings.backend.group, policy=quotas, longterm=app[LONGTERM_KEY], metrics=metrics
+        )
     sweeper = Sweeper(
         conversation=app[CONVERSATION_KEY],
         consolidator=consolidator,
@@ -209,7 +250,10 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
         idle_flush_seconds=consolidation.idle_flush_seconds,
         eraser=eraser,
         clock=deps.clock,
+        retention=retention,
+        prune_write_rates=quotas.writes_per_minute is not None,
     )
+    app[SWEEPER_KEY] = sweeper
     app[SERVICE_KEY] = MemoryService(
         group=settings.backend.group,
         tiers=tiers,
@@ -219,6 +263,8 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
         consolidator=consolidator,
         eraser=eraser,
         metrics=metrics,
+        receipts=app[RECEIPTS_KEY],
+        quota=quota,
     )
     try:
         sweeper.start()

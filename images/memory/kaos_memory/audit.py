@@ -9,7 +9,13 @@ on the trusted-header path, an unnamed and unverified admin.
 from __future__ import annotations
 
 from aiohttp import web
-from kaos_core.memory.contract import AuditActor, AuditRecord, AuditScope, Forgotten
+from kaos_core.memory.contract import (
+    AuditActor,
+    AuditRecord,
+    AuditScope,
+    ErasureReceipt,
+    Forgotten,
+)
 from kaos_core.wire import Identity
 
 from kaos_memory.clock import iso
@@ -46,4 +52,7 @@ def wire_record(entry: AuditEntry) -> AuditRecord:
             short_term=entry.short_term, medium_term=entry.medium_term, long_term=entry.long_term
         ),
         final=entry.final,
+        signed_receipt=(
+            None if entry.receipt is None else ErasureReceipt.model_validate_json(entry.receipt)
+        ),
     )

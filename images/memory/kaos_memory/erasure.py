@@ -7,7 +7,10 @@ A forget runs four steps:
    (who asked, the rows per tier: ``storage.audit``) and deletes those
    sessions' turns, digests, folds and attribution. From its commit on, no fold work of
    those sessions starts on any replica: the tombstone check in the outbox queries hands
-   out nothing of them and refuses to begin an extraction or write a digest.
+   out nothing of them and refuses to begin an extraction or write a digest. A user-level
+   forget of a sealed store (``crypto``) also deletes the principal's data key in this
+   transaction, and the KEK destroys it (``_shred``) before step 3 fans out: from then on
+   no copy of the principal's text anywhere opens (crypto-shredding).
 2. The fence: it waits until no digest or extract lease on those sessions is live. Work
    that was already at the model when the tombstone committed holds such a lease until
    it has ended (a dead replica's lease lapses after the lease TTL), so after the fence no
@@ -36,6 +39,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from kaos_memory.crypto.keyring import Keyring, principal_owner
 from kaos_memory.scope import Scope
 from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor
 from kaos_memory.storage.base import (
@@ -70,6 +74,8 @@ class ErasureResult:
     facts: int = 0
     final: bool = False
     failures: list[str] = field(default_factory=list)
+    # The principal's data key was destroyed (crypto-shredding): the receipt says so.
+    key_shredded: bool = False
 
 
 def tombstone_scope(tombstone: Tombstone) -> Scope:
@@ -90,8 +96,11 @@ class Eraser:
         longterm: LongTermStore,
         policy: ErasurePolicy,
         replica: str,
+        keyring: Keyring | None = None,
     ) -> None:
         self.conversation = conversation
+        # Set when texts are sealed: a principal's forget shreds its key (``_shred``).
+        self.keyring = keyring
         self.longterm = longterm
         self.policy = policy
         self.replica = replica
@@ -128,6 +137,7 @@ class Eraser:
             return result
         tombstone = result.erased.tombstone
         assert tombstone is not None
+        result.key_shredded = result.erased.key_shredded
         await self._finish(tombstone, owner, result)
         return result
 
@@ -136,6 +146,9 @@ class Eraser:
         renewer = asyncio.create_task(self._renew(tombstone, owner), name="erase-lease")
         reclaimed = False
         try:
+            if not await self._shred(tombstone):
+                result.failures.append("key-encryption key")
+                return
             try:
                 fenced = await self._fence(list(tombstone.keys))
             except StorageError:
@@ -188,6 +201,20 @@ class Eraser:
             extra={"erasure": tombstone.id, "sessions": len(tombstone.keys)},
         )
 
+    async def _shred(self, tombstone: Tombstone) -> bool:
+        """A principal's forget: its data key, whose row went with the tombstone, is
+        destroyed outside the database too (a KMS key) before the long-term deletion fans
+        out; False when the KEK could not be reached (the erasure stays pending and is
+        resumed). Idempotent, so a resumed erasure does it again."""
+        if self.keyring is None or tombstone.level != "user" or tombstone.principal is None:
+            return True
+        try:
+            await self.keyring.shred(principal_owner(tombstone.principal))
+        except Exception:  # a KMS refusing or not answering: logged, resumed later
+            log.error("destroying the principal's key failed", exc_info=True)
+            return False
+        return True
+
     async def _fence(self, keys: list[str]) -> bool:
         """Wait until no digest or extract lease on ``keys`` is live; False on timeout."""
         if not keys:
@@ -208,6 +235,31 @@ class Eraser:
                 await self.conversation.renew_lease(tombstone.lease_key, "erase", owner, ttl)
             except StorageError:  # a database blip: try again next period
                 log.warning("renewing an erase lease failed", extra={"erasure": tombstone.id})
+
+    # --- retention ------------------------------------------------------------------------------
+
+    async def expire_facts(self, group: str, ids: list[str], actor: Actor) -> ErasureResult:
+        """Erase facts past their age by id (vectors, rows and Mem0's history of them), then
+        record them (a final store-level erasure whose audit record names ``actor``) and
+        reclaim their space. No session is reached, so nothing is fenced; a crash before
+        the record leaves the count out of the audit, never a fact in the store."""
+        result = ErasureResult()
+        if ids:
+            try:
+                result.facts = await self.longterm.erase_ids(ids)
+            except StorageError:
+                log.error("erasing expired facts failed", exc_info=True)
+                result.failures.append("long-term tier")
+                return result
+            try:
+                audit_id = await self.conversation.record_expiry(group, actor, result.facts)
+                result.erased = Erased(audit_id=audit_id)
+            except StorageError:
+                log.error("recording expired facts in the audit failed", exc_info=True)
+                result.failures.append("audit record")
+            await self._reclaim()
+        result.final = not result.failures
+        return result
 
     # --- residue --------------------------------------------------------------------------------
 

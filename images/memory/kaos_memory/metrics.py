@@ -38,6 +38,8 @@ class MemoryMetrics:
     sweeps: Counter
     scheduled: Counter
     lease_lost: Counter
+    records_expired: Counter
+    quota_rejections: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> MemoryMetrics:
@@ -146,6 +148,18 @@ class MemoryMetrics:
             lease_lost=counter(
                 "leases_lost",
                 "Work abandoned because its session lease passed to another replica, by kind.",
+                ["kind"],
+            ),
+            records_expired=counter(
+                "records_expired",
+                "Records this store's retention erased, by tier (short_term: turns,"
+                " medium_term: digest versions, long_term: facts).",
+                ["tier"],
+            ),
+            quota_rejections=counter(
+                "quota_rejections",
+                "Writes this store refused over a quota, by kind (facts, turns, bytes,"
+                " write_rate).",
                 ["kind"],
             ),
         )

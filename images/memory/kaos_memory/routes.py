@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from kaos_memory import telemetry
 from kaos_memory.audit import actor_of
 from kaos_memory.keys import AUTH_KEY, SERVICE_KEY, SETTINGS_KEY
+from kaos_memory.portable import http as portable_http
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -132,3 +133,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/forget", forget)
     app.router.add_get("/v1/audit", audit, allow_head=False)
     app.router.add_post("/v1/audit", audit)
+    # Export and import (``kaos_memory.portable``).
+    portable_http.add_routes(app)

@@ -25,6 +25,7 @@ from kaos_core.memory.contract import (
     CONVERSATIONAL_TIERS,
     AuditRequest,
     AuditResponse,
+    ErasureReceipt,
     Fact,
     FailureMode,
     ForgetRequest,
@@ -47,8 +48,10 @@ from kaos_core.wire import Identity
 from kaos_memory.audit import wire_record
 from kaos_memory.compaction import count_tokens, fold_policy, window
 from kaos_memory.consolidation import Consolidator
-from kaos_memory.erasure import Eraser
+from kaos_memory.erasure import Eraser, ErasureResult
 from kaos_memory.metrics import MemoryMetrics
+from kaos_memory.quota import QuotaGate
+from kaos_memory.receipts import ReceiptSigner, receipt_for
 from kaos_memory.scope import (
     Posture,
     Scope,
@@ -66,6 +69,7 @@ from kaos_memory.storage.base import (
     SessionBound,
 )
 from kaos_memory.storage.errors import StorageError
+from kaos_memory.storage.limits import QuotaExceeded
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +124,8 @@ class MemoryService:
         consolidator: Consolidator,
         eraser: Eraser,
         metrics: MemoryMetrics,
+        receipts: ReceiptSigner | None = None,
+        quota: QuotaGate | None = None,
     ) -> None:
         self.group = group
         self.tiers = tiers
@@ -129,6 +135,8 @@ class MemoryService:
         self.consolidator = consolidator
         self.eraser = eraser
         self.metrics = metrics
+        self.receipts = receipts
+        self.quota = quota
         self.posture = Posture(
             require_principal=posture.require_principal,
             require_agent_identity=posture.require_agent_identity,
@@ -168,12 +176,19 @@ class MemoryService:
         if strict:
             await self._check_writable()
         turns = [NewTurn(t.role, t.content, count_tokens(t.content)) for t in req.turns]
+        quota = None
+        if self.quota is not None:
+            await self.quota.check_facts(attribution)
+            quota = self.quota.write_quota
         try:
             appended = await self._timed(
                 "short_term",
                 "append",
-                self.conversation.append(attribution, turns, req.infer, self.policy),
+                self.conversation.append(attribution, turns, req.infer, self.policy, quota),
             )
+        except QuotaExceeded as exceeded:
+            assert self.quota is not None
+            raise self.quota.refusal(exceeded) from None
         except SessionBound:
             raise Forbidden(
                 "this session belongs to another principal; a session is one principal's"
@@ -313,7 +328,8 @@ class MemoryService:
     ) -> ForgetResponse:
         """Erase a scope from every tier; see ``erasure`` for how it wins against the
         background work of that scope. ``degraded`` unless the erasure is final. The
-        answer's ``receipt`` is the audit record naming ``actor``."""
+        answer's ``receipt`` is the audit record naming ``actor``, ``signed_receipt`` the
+        store's signed account of it (``kaos_memory.receipts``)."""
         scope = self._scope(identity, req.level, None)
         strict = self._mode(req.failure_mode) == "strict"
         try:
@@ -323,8 +339,11 @@ class MemoryService:
             self.metrics.degraded.labels(reason="forget_failed").inc()
             if strict:
                 raise StrictFailure("erasure incomplete: conversational tiers") from None
-            return ForgetResponse(forgotten=Forgotten(), degraded=True)
+            nothing = ErasureResult(failures=["conversational tiers"])
+            signed = await self._signed(scope, nothing)
+            return ForgetResponse(forgotten=Forgotten(), degraded=True, signed_receipt=signed)
         result = await self._timed("erasure", "forget", self.eraser.forget(scope, selector, actor))
+        signed = await self._signed(scope, result)
         if result.failures or not result.final:
             self.metrics.degraded.labels(reason="forget_failed").inc()
             if strict:
@@ -348,7 +367,13 @@ class MemoryService:
             ),
             degraded=bool(result.failures) or not result.final,
             receipt=erased.audit_id,
+            signed_receipt=signed,
         )
+
+    async def _signed(self, scope: Scope, result: ErasureResult) -> ErasureReceipt | None:
+        if self.receipts is None:
+            return None
+        return await receipt_for(self.receipts, self.conversation, scope, result)
 
     # --- the audit ------------------------------------------------------------------------
 

@@ -11,6 +11,8 @@ replicas never double it. A sweep
   ``KAOS_MEMORY_IDLE_FLUSH_SECONDS`` whose window still holds turns, so a conversation
   too short to cross the fold trigger still reaches the digest and long-term memory;
 - takes over erasures a dead replica left pending (see ``erasure``);
+- erases what the store's retention says is past its age (``retention``), and drops the
+  write-rate counters of past minutes (``quota``);
 - records the store's outbox depth.
 
 It only takes as much as the executor has room for, leaving the rest for the next sweep
@@ -29,7 +31,9 @@ from kaos_memory.consolidation import Consolidator
 from kaos_memory.erasure import Eraser
 from kaos_memory.executor import BackgroundExecutor
 from kaos_memory.metrics import MemoryMetrics
+from kaos_memory.retention import Retention
 from kaos_memory.storage.base import ConversationStore
+from kaos_memory.storage.errors import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +50,12 @@ class Sweeper:
         idle_flush_seconds: float,
         eraser: Eraser | None = None,
         clock: Clock = wall_clock,
+        retention: Retention | None = None,
+        prune_write_rates: bool = False,
     ) -> None:
         self.eraser = eraser
+        self.retention = retention
+        self.prune_write_rates = prune_write_rates
         self.conversation = conversation
         self.consolidator = consolidator
         self.executor = executor
@@ -82,6 +90,16 @@ class Sweeper:
             # Erasures a dead replica left half done: they fence their sessions until
             # finished, so they come first.
             await self.eraser.resume()
+        if self.retention is not None:
+            try:
+                await self.retention.sweep()
+            except Exception:  # the outbox below must not wait on a retention bug
+                log.warning("retention sweep failed", exc_info=True)
+        if self.prune_write_rates:
+            try:
+                await self.conversation.prune_write_rates()
+            except StorageError:
+                log.warning("pruning write-rate counters failed", exc_info=True)
         room = self.executor.room()
         if room > 0:
             for pending in await self.conversation.outbox(room):

@@ -33,6 +33,7 @@ from kaos_operator.index import ObjKey, RefIndex
 from kaos_operator.kube import EVENTS, PODS, KubeClient, Obj, ResourceType, owned_types
 from kaos_operator.metrics import OperatorMetrics
 from kaos_operator.queue import Workers, WorkQueue
+from kaos_operator.receipt_key import read_receipt_key
 from kaos_operator.reconcilers import Reconciler, build_reconcilers
 from kaos_operator.settings import OperatorSettings, ReconcileSettings
 from kaos_operator.watch import Informer
@@ -92,7 +93,9 @@ class Controller:
             inf = Informer(client, rt, namespace=ns, label_selector=MANAGED_BY_SELECTOR)
             inf.add_handler(self._owned_handler(rt))
             self.owned[rt.kind] = inf
-        self.reconcilers: dict[str, Reconciler[Any]] = build_reconcilers(self, workload_reader=self)
+        self.reconcilers: dict[str, Reconciler[Any]] = build_reconcilers(
+            self, workload_reader=self, receipt_key_reader=read_receipt_key
+        )
         self.synced = False
         self._workers = Workers(self.queue, self._handle, queue.workers)
         metrics.queue_depth.set_function(lambda: self.queue.depth)

@@ -19,8 +19,10 @@ from typing import Any
 
 import aiohttp
 from kaos_core.tracing import client_session
+from kaos_core.wire import AGENT_TOKEN_HEADER
 
-ToolLister = Callable[[str], Awaitable[list[str]]]
+# The endpoint's URL, and the token to present (``X-Agent-Token``) or None.
+ToolLister = Callable[[str, str | None], Awaitable[list[str]]]
 
 PROTOCOL_VERSION = "2025-06-18"
 LIST_TIMEOUT = 10.0
@@ -61,13 +63,15 @@ def _answer(body: str, content_type: str, request_id: int) -> dict[str, Any]:
 
 
 class _Session:
-    def __init__(self, http: aiohttp.ClientSession, url: str) -> None:
+    def __init__(self, http: aiohttp.ClientSession, url: str, token: str | None) -> None:
         self._http = http
         self._url = url
         self._headers = {
             "Accept": "application/json, text/event-stream",
             "Content-Type": "application/json",
         }
+        if token is not None:
+            self._headers[AGENT_TOKEN_HEADER] = token
         self._next_id = 0
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -104,16 +108,17 @@ class _Session:
                 pass
 
 
-async def list_tool_names(url: str) -> list[str]:
+async def list_tool_names(url: str, token: str | None = None) -> list[str]:
     """Names of the tools of the streamable-HTTP MCP server at ``url``, in its order,
-    within ``LIST_TIMEOUT`` seconds.
+    within ``LIST_TIMEOUT`` seconds; ``token`` (the operator's of audience
+    ``kaos.dev/mcp``) is presented to a server that verifies its callers.
 
     Raises ``McpError``, ``aiohttp.ClientError``, ``ValueError`` (a body that is not
     JSON) or ``TimeoutError``; the caller reports the class.
     """
     names: list[str] = []
     async with asyncio.timeout(LIST_TIMEOUT), client_session() as http:
-        session = _Session(http, url)
+        session = _Session(http, url, token)
         try:
             init = await session.request(
                 "initialize",

@@ -38,7 +38,8 @@ def test_a_secured_plan_is_the_pods_security_env_with_local_files(tmp_path: Path
     )
     store = plan["MemoryStore/memory-local"]
     coordinator, researcher = plan["Agent/coordinator"], plan["Agent/researcher"]
-    for spec in (store, coordinator, researcher):
+    (tools,) = [spec for key, spec in plan.items() if key.startswith("MCPServer/")]
+    for spec in (store, coordinator, researcher, tools):
         # The pod's variables, security included; only OVERLAY keys differ, none to a pod path.
         assert set(spec.desired) == set(spec.cluster), spec.key
         assert set(spec.overlay) <= set(OVERLAY), spec.key
@@ -46,6 +47,9 @@ def test_a_secured_plan_is_the_pods_security_env_with_local_files(tmp_path: Path
             v.startswith(("/var/run/secrets", "/etc/kaos")) for v in spec.overlay.values()
         )
     assert store.desired[names.MEMORY_AUTH_MODE] == "jwks"
+    # kaos-mcp verifies its callers too, and the agents present their kaos.dev/mcp tokens.
+    assert tools.desired[names.MCP_AUTH_MODE] == "jwks"
+    assert coordinator.overlay[names.AGENT_MCP_TOKEN_FILE].endswith("/tokens/coordinator/mcp")
     assert researcher.desired[names.AGENT_AUTH_ISSUER] == "https://x"
     assert coordinator.overlay[names.AGENT_AUTH_API_SERVER] == ""
 
@@ -58,6 +62,7 @@ def test_a_secured_plan_is_the_pods_security_env_with_local_files(tmp_path: Path
     assert callers(store.files) == {"coordinator", "researcher"}
     assert callers(researcher.files) == {"coordinator"}
     assert callers(coordinator.files) == set()
+    assert callers(tools.files) == {"researcher"}  # the agent that lists it
 
 
 def test_make_run_secure_refuses_forged_identities_and_serves_real_ones() -> None:

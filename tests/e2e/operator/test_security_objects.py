@@ -1,5 +1,6 @@
 """With security on, the real operator gives every Agent its own identity and keeps the
-callers files and NetworkPolicies of every kind current as Agents come, change and go."""
+callers files and NetworkPolicies (ingress and egress) of every kind current as Agents come,
+change and go."""
 
 from __future__ import annotations
 
@@ -42,6 +43,22 @@ async def callers_of(kube: KubeClient, ns: str, owner: str) -> list[str] | None:
         return None
     doc = Callers.model_validate_json(cm["data"][auth.CALLERS_FILE])
     return [c.identity for c in doc.callers]
+
+
+def egress_targets(policy: Obj) -> dict[str, list[str]]:
+    """component -> instance names a NetworkPolicy lets its pods connect to, after the DNS
+    rule every policy of the operator starts with (asserted here)."""
+    rules: list[dict[str, Any]] = policy["spec"]["egress"]
+    dns = rules[0]
+    assert dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    out: dict[str, list[str]] = {}
+    for rule in rules[1:]:
+        (peer,) = rule["to"]
+        selector = peer["podSelector"]
+        (expr,) = selector["matchExpressions"]
+        out[selector["matchLabels"]["app.kubernetes.io/name"]] = expr["values"]
+    return out
 
 
 def ident(ns: str, name: str) -> str:
@@ -119,6 +136,7 @@ async def test_identities_callers_and_network_policies_follow_the_agents(
     assert sources == [
         {"audience": "kaos.dev/memory", "path": "memory/token", "expirationSeconds": 3600},
         {"audience": "kaos.dev/agent", "path": "agent/token", "expirationSeconds": 3600},
+        {"audience": "kaos.dev/mcp", "path": "mcp/token", "expirationSeconds": 3600},
         # The API server's audience: for verifying the agents that delegate to it.
         {"path": "api/token", "expirationSeconds": 3600},
     ]
@@ -135,6 +153,7 @@ async def test_identities_callers_and_network_policies_follow_the_agents(
     env = container_env(dep)
     assert env["AGENT_MEMORY_TOKEN_FILE"] == auth.MEMORY_TOKEN_PATH
     assert env["AGENT_PEER_TOKEN_FILE"] == auth.AGENT_TOKEN_PATH
+    assert env["AGENT_MCP_TOKEN_FILE"] == auth.MCP_TOKEN_PATH
     assert env["AGENT_CALLERS_FILE"] == auth.CALLERS_PATH
     assert env["AGENT_AUTH_MODE"] == "jwks"
 
@@ -151,6 +170,8 @@ async def test_identities_callers_and_network_policies_follow_the_agents(
     assert await callers_of(kube, ns, "b") == [ident(ns, "a")]
     assert await callers_of(kube, ns, "a") == []
     assert await callers_of(kube, ns, "mem") == [ident(ns, "a"), ident(ns, "b")]
+    # kaos-mcp verifies its callers too: the Agents that list it.
+    assert await callers_of(kube, ns, "tools") == [ident(ns, "a")]
 
     # NetworkPolicies: each kind's pods, admitting only their referrers' pods.
     async def policy(name: str) -> Obj:
@@ -173,9 +194,21 @@ async def test_identities_callers_and_network_policies_follow_the_agents(
                 "app.kubernetes.io/instance": name,
             }
         }, name
-        assert obj["spec"]["policyTypes"] == ["Ingress"]
+        assert obj["spec"]["policyTypes"] == ["Ingress", "Egress"]
         assert obj["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": port}]
         assert ingress_sources(obj) == admitted, name
+
+    # Egress: DNS first, then what each references (the exact rules: test_desired_egress).
+    expected_egress: dict[str, dict[str, list[str]]] = {
+        "a": {"modelapi": ["llm"], "mcpserver": ["tools"], "memorystore": ["mem"], "agent": ["b"]},
+        "b": {"modelapi": ["llm"], "memorystore": ["mem"]},
+        "mem": {"modelapi": ["llm"]},
+        "tools": {},
+        "llm": {},
+    }
+    for name, targets in expected_egress.items():
+        obj = await policy(name)
+        assert egress_targets(obj) == targets, name
 
     # a revokes its grant: b's callers file and policy drop a, b itself untouched.
     b_before = await kube.get(AGENTS, ns, "b")
@@ -187,7 +220,9 @@ async def test_identities_callers_and_network_policies_follow_the_agents(
     async def b_revoked() -> bool:
         nobody = await callers_of(kube, ns, "b") == []
         closed = ingress_sources(await policy("b")) == {}
-        return nobody and closed
+        # a may no longer open connections to b either.
+        a_out = egress_targets(await policy("a"))
+        return nobody and closed and "agent" not in a_out
 
     await eventually(b_revoked, within=30, what="b's callers file and policy to drop a")
     b_after = await kube.get(AGENTS, ns, "b")

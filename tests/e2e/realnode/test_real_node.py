@@ -17,7 +17,13 @@ import pytest
 from kaos_cli.kubectl.forward import port_forward
 
 from tests.e2e.realnode.conftest import NodeCluster
-from tests.support.cluster import REAL_NODE_NAME, localpath, processes_mentioning, wait_until
+from tests.support.cluster import (
+    REAL_NODE_NAME,
+    localpath,
+    netpol,
+    processes_mentioning,
+    wait_until,
+)
 from tests.support.cluster.host import host_changes, host_snapshot
 from tests.support.realnode import TOOLBOX_IMAGE
 
@@ -240,11 +246,16 @@ def test_down_leaves_the_machine_as_it_found_it(real_node: NodeCluster) -> None:
     node = real_node.local._node
     assert node is not None
     workdir, cgroup_root, host_if = node.workdir, node.cgroup_root, node.host_if
+    # The NetworkPolicy engine's chains are there while it runs (so the check sees them).
+    assert any("KUBE-ROUTER-FORWARD" in line for line in netpol.leftovers(node.in_netns))
     real_node.shutdown()
     before, after = real_node.before, real_node.after
 
-    # sysctls, iptables (both back ends), links, addresses, routes, mounts, cgroups, paths.
+    # sysctls, iptables (both back ends), ipsets, links, addresses, routes, mounts, cgroups,
+    # paths.
     assert host_changes(before, after) == {}
+    # Its chains and sets were taken out of the node's namespace before that went.
+    assert node.netpol_left == []
     assert host_if not in after["links"]
     assert all(cgroup_root.lstrip("/") not in names for names in after["cgroups"].values())
     assert not processes_mentioning(str(workdir))

@@ -367,6 +367,11 @@ async def test_hostile_user_tokens_are_refused_and_write_nothing(
         "tampered (sub=bob)": tampered(alice, sub="bob"),
         "a service-account token": stack.world.mint(COORDINATOR, AUDIENCE),
         "an ID token (audience is the client)": provider.token("alice", audience=AUDIENCE).id_token,
+        # A user the provider calls by the coordinator's own identity: that principal is the
+        # one its self-subjected runs use, so it would read and write the agent's memory.
+        "a user named like the agent": provider.token(
+            stack.world.identity(COORDINATOR), audience=AUDIENCE
+        ).access_token,
     }
     expires = json.loads(base64.urlsafe_b64decode(short.access_token.split(".")[1] + "=="))["exp"]
     while time.time() <= expires:  # a deadline on the clock, not a synchronisation
@@ -432,6 +437,15 @@ async def test_the_memory_service_derives_the_principal_itself(stack: Stack) -> 
             "principal_mismatch",
         ),
         "a forged user token": ({user: tampered(alice, sub="bob")}, 401, "invalid_token"),
+        "a user token naming the agent itself": (
+            {
+                user: stack.provider.token(
+                    stack.world.identity(COORDINATOR), audience=AUDIENCE
+                ).access_token
+            },
+            401,
+            "invalid_token",
+        ),
     }
     for name, (headers, status, code) in refusals.items():
         assert await _write(stack, headers) == (status, code), name

@@ -97,8 +97,15 @@ def test_operator_settings_come_from_the_configmap_and_env(helm: Helm) -> None:
         "KAOS_USER_AUDIENCE": "kaos",
         "KAOS_USER_PRINCIPAL_CLAIM": "sub",
         "KAOS_USER_JWKS_URL": "",
+        "KAOS_USER_AUTHORIZED_PARTY": "",
+        "KAOS_USER_RBAC": "false",
+        "KAOS_USER_USERNAME_CLAIM": "sub",
+        "KAOS_USER_USERNAME_PREFIX": "",
+        "KAOS_USER_GROUPS_CLAIM": "",
+        "KAOS_USER_GROUPS_PREFIX": "",
         "KAOS_TOKEN_VERIFICATION": "jwks",
         "KAOS_SERVICE_ACCOUNT_ISSUER": "https://kubernetes.default.svc.cluster.local",
+        "KAOS_CLUSTER_EGRESS": "",
         "KAOS_IMAGE_OPERATOR": f"ghcr.io/kaos-tools/kaos-operator:{APP_VERSION}",
         "KAOS_IMAGE_MEMORY": f"ghcr.io/kaos-tools/kaos-memory:{APP_VERSION}",
         "KAOS_IMAGE_AGENT": f"ghcr.io/kaos-tools/kaos-agent:{APP_VERSION}",
@@ -122,6 +129,36 @@ def test_operator_settings_come_from_the_configmap_and_env(helm: Helm) -> None:
     assert env["KAOS_OPERATOR_IDENTITY"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["KAOS_OPERATOR_PORT"] == "8080"
     assert env["KAOS_OPERATOR_WATCH_NAMESPACE"] == ""
+
+
+def test_secured_the_operator_lists_mcp_tools_as_itself(helm: Helm) -> None:
+    """Security on: the operator's own kaos.dev/mcp token and ServiceAccount name (MCP
+    servers let it list their tools), and the posture's egress for every pod."""
+    objects = helm.template(
+        "posture.securityEnabled=true", "posture.clusterEgress={172.18.0.2/32:6443,10.9.0.0/16}"
+    )
+    container = operator_container(objects)
+    env = env_of(container)
+    assert env["KAOS_OPERATOR_SERVICE_ACCOUNT"] == "kaos-system/kaos-operator"
+    assert env["KAOS_OPERATOR_MCP_TOKEN_FILE"] == "/var/run/secrets/kaos/mcp/token"
+    mount = {"name": "kaos-mcp-token", "mountPath": "/var/run/secrets/kaos/mcp", "readOnly": True}
+    assert mount in container["volumeMounts"]
+    pod = find_object(objects, "Deployment", "kaos-operator")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "kaos-mcp-token")
+    assert volume["projected"]["sources"] == [
+        {
+            "serviceAccountToken": {
+                "audience": "kaos.dev/mcp",
+                "path": "token",
+                "expirationSeconds": 3600,
+            }
+        }
+    ]
+    config = find_object(objects, "ConfigMap", "kaos-operator")["data"]
+    assert config["KAOS_CLUSTER_EGRESS"] == "172.18.0.2/32:6443,10.9.0.0/16"
+    # Security off: neither.
+    open_env = env_of(operator_container(helm.template()))
+    assert "KAOS_OPERATOR_MCP_TOKEN_FILE" not in open_env
 
 
 def test_registry_tags_and_posture_reach_the_configmap(helm: Helm) -> None:
@@ -267,7 +304,7 @@ def test_memory_admin_roles_and_reviews_only_with_security(helm: Helm) -> None:
     reader = find_object(objects, "ClusterRole", "kaos-memory-reader")
     assert reader["rules"] == [{**data[0], "verbs": ["get"]}]
     admin = find_object(objects, "ClusterRole", "kaos-memory-admin")
-    assert admin["rules"] == [{**data[0], "verbs": ["get", "delete"]}]
+    assert admin["rules"] == [{**data[0], "verbs": ["get", "delete", "create"]}]
     review = find_object(objects, "ClusterRole", "kaos-memory-review")
     assert review["rules"] == [
         {

@@ -17,14 +17,20 @@ from tests.support.shells import zsh_complete
 
 KAOS = console_script("kaos")
 GROUPS = {
-    "agent": {"list", "get", "describe", "logs", "delete", "deploy", "invoke", "chat", "tools"},
+    "agent": {
+        *("list", "get", "describe", "logs", "delete", "deploy", "invoke", "chat", "tools"),
+        *("grant", "revoke", "who-can"),
+    },
     "modelapi": {"list", "get", "describe", "logs", "delete", "deploy"},
     "mcp": {"list", "get", "describe", "logs", "delete", "deploy"},
     "memorystore": {"list", "get", "describe", "logs", "delete", "deploy"},
     "a2a": {"send", "get", "cancel", "list"},
     "samples": {"list", "deploy", "delete"},
     "system": {"install", "uninstall", "status"},
-    "memory": {"recall", "list", "forget", "audit"},
+    "memory": {
+        *("recall", "list", "forget", "audit", "export", "import", "migrate"),
+        "verify-receipt",
+    },
 }
 
 
@@ -36,7 +42,7 @@ def kaos(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 def listed_commands(help_text: str) -> set[str]:
     section = help_text.split("Commands:", 1)[1]
-    return {m.group(1) for m in re.finditer(r"^  ([a-z0-9]+)\s", section, re.M)}
+    return {m.group(1) for m in re.finditer(r"^  ([a-z0-9][-a-z0-9]*)\s", section, re.M)}
 
 
 def test_root_help_lists_every_group() -> None:

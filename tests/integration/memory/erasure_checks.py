@@ -10,6 +10,7 @@ development model received from a point in time on.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,15 @@ def is_sqlite(path: Path) -> bool:
 
 
 def table_text(db: MemoryDb) -> str:
-    """Every row of every table of the store, as text."""
+    """Every row of every table of the store, as text (and, when the service seals its
+    texts, every text it can still open)."""
+    if db.kek_dir is not None:
+        opened = [db.everything_text(), json.dumps(db.vector_payloads(), default=str)]
+        return "\n".join([_stored_text(db), *opened])
+    return _stored_text(db)
+
+
+def _stored_text(db: MemoryDb) -> str:
     if db.backend == "local":
         files = [p for p in db.data_dir.rglob("*") if p.is_file() and is_sqlite(p)]
         assert files, "no database files in the data dir"

@@ -180,6 +180,9 @@ def audit(db: MemoryDb, *, trigger: int, expect_single_attempt: bool) -> Audit:
     turns = db.relational(
         "SELECT seq, key, role, content, tokens, folded_by FROM kaos_mem_turns ORDER BY seq"
     )
+    if db.kek_dir is not None:  # sealed: the texts as the service reads them
+        opened = {t["seq"]: t["content"] for t in db.turns()}
+        turns = [(s, k, r, opened[s], t, f) for s, k, r, _c, t, f in turns]
     folds = {f["id"]: f for f in db.folds()}
     by_fold: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
     unfolded_tokens: Counter[str] = Counter()

@@ -118,7 +118,8 @@ async def test_after_a_forget_no_file_in_the_data_dir_holds_erased_bytes(
     await seed_facts(server.url, ident, [f"{erased}one", f"{erased}two"], infer=True)
     wait_sync(lambda: consolidated(server, erased), timeout=60, what="consolidated")
     hits = raw_hits(server.db.data_dir, [erased])
-    assert {"conversation.sqlite3-wal", "chroma/chroma.sqlite3", "mem0/history.db"} & set(hits)
+    if server.db.kek_dir is None:  # sealed texts are never in the files (encryption/)
+        assert {"conversation.sqlite3-wal", "chroma/chroma.sqlite3", "mem0/history.db"} & set(hits)
 
     forget = {} if level == "store" else forget_headers(level, AGENT_A, principal, session)
     status, doc, _ = await call(server.url, "/v1/forget", {"level": level}, hdrs=forget)

@@ -131,9 +131,7 @@ async def test_sigkill_during_extraction_leaves_every_fact_exactly_once(
 
     result = await burst
     # Writes the victim was serving when it died fail; everything answered is durable.
-    survived = {
-        r[0] for r in db.relational("SELECT content FROM kaos_mem_turns WHERE role = 'user'")
-    }
+    survived = {t["content"] for t in db.turns() if t["role"] == "user"}
     assert result.answered <= survived
     await devmodel.aset_faults(delay=0.0, routes=["extraction"])
 
@@ -229,7 +227,7 @@ async def test_readiness_follows_postgres_and_answered_writes_survive_a_restart(
     assert resp.status == 200 and doc["degraded"] is False, doc
 
     assert server.proc.proc.poll() is None and server.proc.proc.pid == pid, "service restarted"
-    stored = {r[0] for r in server.db.relational("SELECT content FROM kaos_mem_turns")}
+    stored = {t["content"] for t in server.db.turns()}
     assert result.answered, "no write was answered"
     assert result.answered <= stored, f"{len(result.answered - stored)} answered writes lost"
     # The background work that failed during the outage completes once it is back.

@@ -170,11 +170,11 @@ async def test_available_tools_are_read_over_mcp(mcp_server_factory: McpFactory)
     server = mcp_server_factory(source)
     asked: list[str] = []
 
-    async def loopback(url: str) -> list[str]:
+    async def loopback(url: str, token: str | None) -> list[str]:
         # The Service's name resolves only in the cluster: the same request, to the
         # process serving it here.
         asked.append(url)
-        return await list_tool_names(f"http://127.0.0.1:{server.port}/mcp")
+        return await list_tool_names(f"http://127.0.0.1:{server.port}/mcp", token)
 
     ctx = FakeContext()
     ctx.add(raw("MCPServer", "tools", {"params": source}))
@@ -199,8 +199,8 @@ async def test_available_tools_are_read_over_mcp(mcp_server_factory: McpFactory)
 async def test_a_server_that_does_not_answer_is_reported() -> None:
     closed = free_port()
 
-    async def nowhere(url: str) -> list[str]:
-        return await list_tool_names(f"http://127.0.0.1:{closed}/mcp")
+    async def nowhere(url: str, token: str | None) -> list[str]:
+        return await list_tool_names(f"http://127.0.0.1:{closed}/mcp", token)
 
     ctx = FakeContext()
     ctx.add(raw("MCPServer", "tools", {"params": TOOLS}))

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from tests.support.cluster import netpol
 from tests.support.cluster.binaries import BUILD_SCRIPT, REPO_ROOT, Binaries, build_binaries
 from tests.support.cluster.errors import ClusterError, StepFailed
 from tests.support.cluster.handle import Cluster
@@ -78,7 +79,8 @@ def up(
 
 
 def _build_missing(binaries: Binaries, *, real_node: bool, say: Say) -> None:
-    """``hack/k8s-build`` (and ``node``) when something is missing: tens of minutes cold."""
+    """``hack/k8s-build`` (and ``node``, and ``hack/netpol-build``) when something is
+    missing: tens of minutes cold."""
     try:
         if binaries.missing():
             say("binaries missing: building them with hack/k8s-build")
@@ -86,6 +88,9 @@ def _build_missing(binaries: Binaries, *, real_node: bool, say: Say) -> None:
         if real_node and subprocess.run([str(BUILD_SCRIPT), "node", "--check"]).returncode:
             say("node binaries missing: building them with hack/k8s-build node")
             subprocess.run([str(BUILD_SCRIPT), "node"], check=True)
+        if real_node and subprocess.run([str(netpol.BUILD_SCRIPT), "--check"]).returncode:
+            say("the NetworkPolicy engine is missing: building it with hack/netpol-build")
+            subprocess.run([str(netpol.BUILD_SCRIPT)], check=True)
     except subprocess.CalledProcessError as exc:
         raise ClusterError(f"{shlex.join(map(str, exc.cmd))} exited {exc.returncode}") from exc
 

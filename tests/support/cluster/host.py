@@ -70,7 +70,7 @@ def _run_text(argv: Sequence[str]) -> str:
 
 def host_snapshot() -> dict[str, Any]:
     """What the node could change on the host, as comparable data: the sysctls, the
-    iptables rules (both back ends), links, addresses, routes, mounts, the top-level
+    iptables rules (both back ends), ipsets, links, addresses, routes, mounts, the top-level
     cgroups of each hierarchy, and the hard-coded paths."""
     cgroups = {}
     for mount in cgroup_mounts():
@@ -90,6 +90,10 @@ def host_snapshot() -> dict[str, Any]:
         "iptables": strip_counters(_run_text(["iptables-save"])),
         "iptables-legacy": strip_counters(_run_text(["iptables-legacy-save"]))
         if shutil.which("iptables-legacy-save")
+        else [],
+        # The real node's NetworkPolicy engine makes ipsets (in the node's namespace).
+        "ipsets": sorted(_run_text(["ipset", "list", "-n"]).splitlines())
+        if shutil.which("ipset")
         else [],
         "links": sorted(
             line.split(":")[1].strip().split("@")[0]

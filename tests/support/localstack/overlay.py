@@ -39,14 +39,19 @@ OVERLAY: dict[str, str] = {
     ),
     auth_names.AGENT_MEMORY_TOKEN_FILE: _TOKEN_WHY,
     auth_names.AGENT_PEER_TOKEN_FILE: _TOKEN_WHY,
+    auth_names.AGENT_MCP_TOKEN_FILE: _TOKEN_WHY,
     auth_names.AGENT_CALLERS_FILE: _CALLERS_WHY,
     auth_names.MEMORY_CALLERS_FILE: _CALLERS_WHY,
+    auth_names.MCP_CALLERS_FILE: _CALLERS_WHY,
     auth_names.AGENT_AUTH_API_SERVER: _API_WHY,
     auth_names.AGENT_AUTH_CA_FILE: _CA_WHY,
     auth_names.AGENT_AUTH_TOKEN_FILE: _API_WHY,
     auth_names.MEMORY_AUTH_API_SERVER: _API_WHY,
     auth_names.MEMORY_AUTH_CA_FILE: _CA_WHY,
     auth_names.MEMORY_AUTH_TOKEN_FILE: _API_WHY,
+    auth_names.MCP_AUTH_API_SERVER: _API_WHY,
+    auth_names.MCP_AUTH_CA_FILE: _CA_WHY,
+    auth_names.MCP_AUTH_TOKEN_FILE: _API_WHY,
     auth_names.AGENT_USER_CA_FILE: _USER_CA_WHY,
     auth_names.MEMORY_USER_CA_FILE: _USER_CA_WHY,
 }
@@ -54,10 +59,17 @@ OVERLAY: dict[str, str] = {
 _NO_API_SERVER = {
     "Agent": (auth_names.AGENT_AUTH_API_SERVER, auth_names.AGENT_AUTH_TOKEN_FILE),
     "MemoryStore": (auth_names.MEMORY_AUTH_API_SERVER, auth_names.MEMORY_AUTH_TOKEN_FILE),
+    "MCPServer": (auth_names.MCP_AUTH_API_SERVER, auth_names.MCP_AUTH_TOKEN_FILE),
 }
 _CA_VARIABLE = {
     "Agent": auth_names.AGENT_AUTH_CA_FILE,
     "MemoryStore": auth_names.MEMORY_AUTH_CA_FILE,
+    "MCPServer": auth_names.MCP_AUTH_CA_FILE,
+}
+_CALLERS_VARIABLE = {
+    "Agent": auth_names.AGENT_CALLERS_FILE,
+    "MemoryStore": auth_names.MEMORY_CALLERS_FILE,
+    "MCPServer": auth_names.MCP_CALLERS_FILE,
 }
 _USER_CA_VARIABLE = {
     "Agent": auth_names.AGENT_USER_CA_FILE,
@@ -102,7 +114,6 @@ def _secured(
         tokens = secure_dir / "tokens" / name
         spec.overlay[auth_names.AGENT_MEMORY_TOKEN_FILE] = str(tokens / "memory")
         spec.overlay[auth_names.AGENT_PEER_TOKEN_FILE] = str(tokens / "agent")
-        spec.overlay[auth_names.AGENT_CALLERS_FILE] = str(callers)
-    else:
-        spec.overlay[auth_names.MEMORY_CALLERS_FILE] = str(callers)
+        spec.overlay[auth_names.AGENT_MCP_TOKEN_FILE] = str(tokens / "mcp")
+    spec.overlay[_CALLERS_VARIABLE[kind]] = str(callers)
     return spec

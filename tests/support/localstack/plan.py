@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from kaos_core.crds import ModelAPI
-from kaos_operator.desired import AgentContext, Endpoint, McpContext, MemoryStoreContext, security
+from kaos_operator.desired import (
+    AgentContext,
+    Endpoint,
+    McpContext,
+    MemoryStoreContext,
+    mcp_auth,
+    security,
+)
 from kaos_operator.desired import agent_env as desired_agent_env
 from kaos_operator.desired.agent import agent_endpoint, desired_agent_objects, memory_mode
 from kaos_operator.desired.common import MCP_PATH
@@ -186,6 +193,10 @@ def plan_stack(
 
     for name, server in samples.mcp_servers.items():
         key = f"MCPServer/{name}"
+        clients = tuple(security.agents_using_mcp(name, agents)) if secured else ()
+        mcp_objects = desired_mcpserver_objects(
+            server, McpContext(images=images, posture=posture, clients=clients)
+        )
         plan[key] = ProcessSpec(
             key=key,
             program="kaos-mcp",
@@ -196,11 +207,15 @@ def plan_stack(
                 host=LOOPBACK,
                 port=ports[key],
                 extra_allowed_hosts=(f"{LOOPBACK}:*",),
-            ),
-            desired_by="mcp_env(server, host=, port=, extra_allowed_hosts=)",
-            cluster=_pod_env(desired_mcpserver_objects(server, McpContext(images=images))),
+            )
+            | (mcp_auth.mcp_security_env(posture) if secured else {}),
+            desired_by="mcp_env(server, host=, port=, extra_allowed_hosts=)"
+            + (" + mcp_auth.mcp_security_env(posture)" if secured else ""),
+            cluster=_pod_env(mcp_objects),
             cluster_url=mcp_endpoint(server.namespace, name),
         )
+        if secured and secure_dir is not None:
+            _secured(plan[key], "MCPServer", mcp_objects, secure_dir)
 
     for name, agent in samples.agents.items():
         key = f"Agent/{name}"

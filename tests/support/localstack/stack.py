@@ -242,6 +242,7 @@ class LocalStack:
             for variable, audience in (
                 (auth_names.AGENT_MEMORY_TOKEN_FILE, auth_names.MEMORY_AUDIENCE),
                 (auth_names.AGENT_PEER_TOKEN_FILE, auth_names.AGENT_AUDIENCE),
+                (auth_names.AGENT_MCP_TOKEN_FILE, auth_names.MCP_AUDIENCE),
             ):
                 self.issuer.write_token(
                     Path(spec.overlay[variable]),

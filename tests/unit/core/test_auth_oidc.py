@@ -64,8 +64,12 @@ def claims(**changes: Any) -> dict[str, Any]:
     return {k: v for k, v in base.items() if v is not None}
 
 
-def verifier(keys: Keys, clock: Clock, claim: str = "sub") -> UserVerifier:
-    settings = UserAuthSettings(issuer=ISSUER, audience=AUDIENCE, principal_claim=claim)
+def verifier(
+    keys: Keys, clock: Clock, claim: str = "sub", authorized_party: str | None = None
+) -> UserVerifier:
+    settings = UserAuthSettings(
+        issuer=ISSUER, audience=AUDIENCE, principal_claim=claim, authorized_party=authorized_party
+    )
     jwks_verifier = JwksVerifier(ISSUER, source=keys, clock=clock)
     return UserVerifier(settings, keys=jwks_verifier, clock=clock)
 
@@ -93,6 +97,13 @@ async def test_the_principal_is_the_configured_claim(key: RSAPrivateKey) -> None
         ({"sub": "*"}, "not a usable principal"),
         ({"sub": "a\u200bb"}, "not a usable principal"),
         ({"sub": "system:serviceaccount:team-a:billing"}, "service-account token"),
+        # An agent's own identity is the principal of its self-subjected runs: a user who
+        # could claim it would be the agent, its memory included.
+        ({"sub": "kaos://agent/team-a/coordinator"}, "reserved for agents"),
+        ({"sub": " KAOS://agent/team-a/coordinator"}, "reserved for agents"),
+        ({"sub": "kaos:anything"}, "reserved for agents"),
+        ({"sub": "system:admin"}, "reserved for agents"),
+        ({"sub": "System:Masters"}, "reserved for agents"),
     ],
 )
 async def test_claims_are_checked(
@@ -151,3 +162,29 @@ def test_the_bearer_header_and_its_challenge() -> None:
     assert bearer_challenge("r", "invalid_token", 'say "no"') == (
         'Bearer realm="r", error="invalid_token", error_description="say \'no\'"'
     )
+
+
+@pytest.mark.parametrize(
+    ("changes", "accepted"),
+    [
+        ({"azp": "kaos-console"}, True),
+        # An RFC 9068 access token names its client in client_id.
+        ({"client_id": "kaos-console"}, True),
+        ({"azp": "another-app"}, False),
+        ({"azp": "another-app", "client_id": "kaos-console"}, False),
+        ({}, False),
+    ],
+    ids=["azp", "client-id", "other-azp", "azp-wins", "none"],
+)
+async def test_the_authorized_party_is_checked_when_configured(
+    key: RSAPrivateKey, changes: dict[str, Any], accepted: bool
+) -> None:
+    token = sign(claims(**changes), key)
+    v = verifier(Keys(jwks(key)), Clock(), authorized_party="kaos-console")
+    if accepted:
+        assert (await v.verify(token)).principal == "alice"
+    else:
+        with pytest.raises(Unauthenticated, match="another client"):
+            await v.verify(token)
+    # Without the setting, any client of the issuer is accepted.
+    assert (await verifier(Keys(jwks(key)), Clock()).verify(token)).principal == "alice"

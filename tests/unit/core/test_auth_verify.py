@@ -4,6 +4,7 @@ a client re-reads when kubelet rotates it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ from kaos_core.auth.gate import build_verifier, jwks_url
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.auth.verify import (
     FAILED_FETCH_RETRY,
+    FETCH_TIMEOUT,
     KEY_REFETCH_INTERVAL,
     MAX_TOKEN_BYTES,
     JwksVerifier,
@@ -220,6 +222,76 @@ async def test_an_unreachable_issuer_is_unavailable_then_recovers(key: RSAPrivat
     clock.now += FAILED_FETCH_RETRY
     assert await v.verify(token, AUDIENCE)
     assert source.fetches == 2
+
+
+class HangingSource:
+    """An issuer whose key endpoint hangs for the whole fetch timeout, then fails: the
+    hang passes on the injected clock; ``gate`` holds every fetch until the test lets go."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.fetches = 0
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def __call__(self) -> Mapping[str, Any]:
+        self.fetches += 1
+        self.entered.set()
+        await self.gate.wait()
+        self.clock.now += FETCH_TIMEOUT
+        raise VerifierUnavailable("timed out")
+
+
+async def test_a_cold_cache_waits_for_one_fetch_not_one_each(key: RSAPrivateKey) -> None:
+    clock = Clock()
+    source = HangingSource(clock)
+    v = JwksVerifier(ISSUER, source=source, clock=clock)
+    token = sign(_claims(), key)
+    callers = [asyncio.create_task(v.verify(token, AUDIENCE)) for _ in range(4)]
+    await source.entered.wait()
+    source.gate.set()
+    outcomes = await asyncio.gather(*callers, return_exceptions=True)
+
+    # All four waited for the one fetch and were answered together, 503.
+    assert [type(o) for o in outcomes] == [VerifierUnavailable] * 4
+    assert source.fetches == 1
+    # The retry time counts from the failure, not from the start of the hung fetch: the
+    # next caller is answered at once instead of waiting for a fetch of its own.
+    with pytest.raises(VerifierUnavailable):
+        await v.verify(token, AUDIENCE)
+    assert source.fetches == 1
+    clock.now += FAILED_FETCH_RETRY
+    with pytest.raises(VerifierUnavailable):
+        await v.verify(token, AUDIENCE)
+    assert source.fetches == 2
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {},
+        {"keys": "garbage"},
+        {"keys": []},
+        {"keys": [1, "x", None, {"kty": "oct", "k": "c2VjcmV0"}, {"kty": "RSA", "n": "?"}]},
+    ],
+    ids=["empty", "keys-not-a-list", "no-keys", "unusable-keys"],
+)
+async def test_a_malformed_key_set_keeps_the_cached_keys(
+    key: RSAPrivateKey, answer: dict[str, Any]
+) -> None:
+    source, clock = KeySource(jwks(key)), Clock()
+    v = verifier(source, clock)
+    assert await v.verify(sign(_claims(), key), AUDIENCE)
+
+    # Anyone can force a refetch with an unknown key id; the issuer answers 200 with junk.
+    source.doc = answer
+    clock.now += KEY_REFETCH_INTERVAL
+    with pytest.raises(VerifierUnavailable, match="no usable signing key"):
+        await v.verify(sign(_claims(), key, kid="made-up"), AUDIENCE)
+    assert source.fetches == 2
+    # Every valid token still verifies: a fresh one (not remembered) against the cached key.
+    fresh = sign(_claims(jti="another"), key)
+    assert (await v.verify(fresh, AUDIENCE)).service_account == "agent-x"
 
 
 def test_factory_and_key_location() -> None:

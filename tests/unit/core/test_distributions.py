@@ -149,8 +149,14 @@ def test_every_member_directory_builds_its_distribution_at_the_cores_version() -
 
 # Imports a member's code makes whose distribution the member does not bring itself:
 # kaos_core.auth's token verification (PyJWT) runs only in the services that verify
-# tokens, and those bring it (test_auth_extras).
-UNDECLARED = {(CORE, "jwt")}
+# tokens, and those bring it (test_auth_extras). kaos_core.memory.receipt's signatures
+# (cryptography) run in the memory service, which signs, and the CLI, which verifies.
+UNDECLARED = {(CORE, "jwt"), (CORE, "cryptography")}
+
+
+def test_the_receipt_signers_and_verifiers_bring_cryptography() -> None:
+    for dist in (MEMBERS["images/memory"], CLI_DIST):
+        assert "cryptography" in _closure(dist), dist
 
 
 def _imported_modules(package: Path) -> set[str]:

@@ -162,6 +162,13 @@ def test_secured_agent_runs_as_its_own_service_account_with_two_tokens() -> None
                             "expirationSeconds": auth.TOKEN_EXPIRATION_SECONDS,
                         }
                     },
+                    {
+                        "serviceAccountToken": {
+                            "audience": auth.MCP_AUDIENCE,
+                            "path": "mcp/token",
+                            "expirationSeconds": auth.TOKEN_EXPIRATION_SECONDS,
+                        }
+                    },
                     # The API server's own audience (none given) and the cluster CA: how
                     # the agent fetches the issuer's keys to verify delegating agents.
                     {
@@ -184,6 +191,7 @@ def test_secured_agent_runs_as_its_own_service_account_with_two_tokens() -> None
     # The token paths under the mount are exactly the shared names.
     assert f"{auth.TOKEN_DIR}/memory/token" == auth.MEMORY_TOKEN_PATH
     assert f"{auth.TOKEN_DIR}/agent/token" == auth.AGENT_TOKEN_PATH
+    assert f"{auth.TOKEN_DIR}/mcp/token" == auth.MCP_TOKEN_PATH
     assert f"{auth.TOKEN_DIR}/api/token" == auth.API_TOKEN_PATH
     assert f"{auth.TOKEN_DIR}/api/ca.crt" == auth.API_CA_PATH
     assert pod["containers"][0]["volumeMounts"] == [
@@ -193,6 +201,7 @@ def test_secured_agent_runs_as_its_own_service_account_with_two_tokens() -> None
     env = env_of(objects["Deployment"])
     assert env[auth.AGENT_MEMORY_TOKEN_FILE] == auth.MEMORY_TOKEN_PATH
     assert env[auth.AGENT_PEER_TOKEN_FILE] == auth.AGENT_TOKEN_PATH
+    assert env[auth.AGENT_MCP_TOKEN_FILE] == auth.MCP_TOKEN_PATH
     assert env[auth.AGENT_CALLERS_FILE] == auth.CALLERS_PATH
     # How it verifies the agents delegating to it: the posture's mode and issuer, through
     # the in-cluster API server with its projected API token and CA.
@@ -204,6 +213,7 @@ def test_secured_agent_runs_as_its_own_service_account_with_two_tokens() -> None
     # What the operator writes is what the agent runtime accepts.
     runtime = AgentSettings.from_env(env)
     assert runtime.auth.mode == "jwks" and runtime.delegation.token_file is not None
+    assert runtime.tools.token_file == Path(auth.MCP_TOKEN_PATH)
 
     cm = objects["ConfigMap"]
     assert cm["metadata"]["name"] == "a1-callers"
@@ -220,7 +230,8 @@ def test_exposed_agent_is_open_on_its_port_and_a_closed_one_only_to_its_callers(
     assert policy["podSelector"] == {
         "matchLabels": {"app.kubernetes.io/name": "agent", "app.kubernetes.io/instance": "a1"}
     }
-    assert policy["policyTypes"] == ["Ingress"]
+    # Egress too (``tests/unit/operator/test_desired_egress.py``).
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
     assert policy["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8000}]}]
 
     closed_agent = agent("a1", agentNetwork={"expose": False})
@@ -325,6 +336,7 @@ def test_user_identity_is_projected_into_agents_and_stores() -> None:
         user_audience="kaos-gateway",
         user_principal_claim="email",
         user_jwks_url="https://idp.example.test/keys",
+        user_authorized_party="kaos-console",
     )
     agent_env = env_of(by_kind(desired_agent_objects(agent("a1"), agent_ctx(users)))["Deployment"])
     store_env = env_of(
@@ -335,6 +347,7 @@ def test_user_identity_is_projected_into_agents_and_stores() -> None:
         assert env[prefix + "AUDIENCE"] == "kaos-gateway"
         assert env[prefix + "PRINCIPAL_CLAIM"] == "email"
         assert env[prefix + "JWKS_URL"] == "https://idp.example.test/keys"
+        assert env[prefix + "AUTHORIZED_PARTY"] == "kaos-console"
     # Every variable the operator sets is one the runtime reads, and it loads.
     assert set(sec.AGENT_USER_VARIABLES.values()) <= set(agent_env)
     # Security without a user issuer: no user variable at all.

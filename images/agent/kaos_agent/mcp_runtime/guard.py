@@ -24,6 +24,7 @@ import json
 import logging
 import re
 from collections import deque
+from collections.abc import Callable
 
 import anyio
 from kaos_core.errors import (
@@ -40,6 +41,10 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
+
+# A check of a decoded message against its request (the caller's admission, ``auth``);
+# raises the ``KaosError`` of a refusal.
+MessageCheck = Callable[[Scope, object], None]
 
 # ASCII digits only (``str.isdigit`` takes "²", which ``int`` refuses), and a bounded count.
 _LENGTH_RE = re.compile("[0-9]{1,18}")
@@ -61,12 +66,14 @@ class BodyGuard:
         max_body_bytes: int,
         body_timeout: float,
         stateless: bool,
+        message_check: MessageCheck | None = None,
     ) -> None:
         self.app = app
         self.path = path.rstrip("/")
         self.max_body_bytes = max_body_bytes
         self.body_timeout = body_timeout
         self.stateless = stateless
+        self.message_check = message_check
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].rstrip("/") != self.path:
@@ -77,7 +84,7 @@ class BodyGuard:
                 "this server offers no server-to-client stream (GET); send requests with POST",
                 headers=[("Allow", "POST")],
             )
-            await _refuse(send, refusal)
+            await refuse(send, refusal)
             return
         try:
             replay = await self._check(scope, receive)
@@ -88,7 +95,7 @@ class BodyGuard:
                 "refused an MCP request at the edge",
                 extra={"code": exc.code, "status": exc.status},
             )
-            await _refuse(send, exc)
+            await refuse(send, exc)
             return
         await self.app(scope, _replaying(replay, receive), send)
 
@@ -111,7 +118,10 @@ class BodyGuard:
             )
         self._check_declared_length(headers)
         body = await self._read(receive)
-        check_envelope(decode_json(body))
+        doc = decode_json(body)
+        check_envelope(doc)
+        if self.message_check is not None:
+            self.message_check(scope, doc)
         return deque([{"type": "http.request", "body": body, "more_body": False}])
 
     def _check_declared_length(self, headers: Headers) -> None:
@@ -183,8 +193,11 @@ def _replaying(messages: deque[Message], receive: Receive) -> Receive:
     return replay
 
 
-async def _refuse(send: Send, exc: KaosError) -> None:
-    body = json.dumps(error_object(None, edge_error_code(exc), exc.message)).encode()
+async def refuse(send: Send, exc: KaosError) -> None:
+    """Answer ``exc`` as a JSON-RPC error (``id`` null; ``data.code`` is the refusal's)."""
+    doc = error_object(None, edge_error_code(exc), exc.message)
+    doc["error"] = {**doc["error"], "data": {"code": exc.code}}  # type: ignore[dict-item]
+    body = json.dumps(doc).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

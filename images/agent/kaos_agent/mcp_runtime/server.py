@@ -6,6 +6,10 @@ counts tool calls by tool and outcome. The SDK's Host-header check (DNS-rebindin
 protection) is configured from ``MCP_ALLOWED_HOSTS``: ``*`` turns it off, which in-cluster
 service names need; a list keeps it on for exactly those hosts.
 
+With ``MCP_AUTH_MODE`` on, every ``/mcp`` request first passes ``CallerCheck``
+(``kaos_agent.mcp_runtime.auth``): only the agents listed in the callers file, and the lister
+for listing only, are served.
+
 Every ``/mcp`` request passes ``BodyGuard`` (``kaos_agent.mcp_runtime.guard``) first: the
 body is read within ``MCP_MAX_BODY_BYTES`` and ``KAOS_HTTP_BODY_TIMEOUT`` and decoded by
 the same edge step as the other KAOS services, so hostile JSON is a JSON-RPC error, never
@@ -29,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from kaos_agent.mcp_runtime.auth import CallerCheck, McpGate, check_listing
 from kaos_agent.mcp_runtime.guard import BodyGuard
 from kaos_agent.mcp_runtime.settings import McpServer, McpSettings
 
@@ -127,13 +132,19 @@ def create_mcp_app(settings: McpSettings, tools: dict[str, Callable[..., Any]]) 
         # The guard enforces the limit first; the SDK's own check is set to the same.
         max_request_body_size=server_settings.max_body_bytes,
     )
+    gate = McpGate.build(settings.callers.settings(), settings.listing.service_account())
     app.add_middleware(
         BodyGuard,
         path=MCP_PATH,
         max_body_bytes=server_settings.max_body_bytes,
         body_timeout=limits.body_timeout,
         stateless=STATELESS,
+        message_check=None if gate is None else check_listing,
     )
+    if gate is not None:
+        # Added last, so outermost: a caller is admitted on its headers before its body
+        # is read.
+        app.add_middleware(CallerCheck, gate=gate)
     app.router.routes.extend(
         [
             Route("/healthz", healthz, methods=["GET"]),

@@ -4,11 +4,14 @@ every KAOS server reads."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar, Literal
 
 from kaos_core import agent_env as env
+from kaos_core.auth import names as auth_names
 from kaos_core.http.limits import HttpLimits
 from kaos_core.settings import ServiceSettings, SettingsGroup, group, setting
+from kaos_core.settings.auth import CallerAuth
 from kaos_core.telemetry.settings import TelemetrySettings
 
 # Read only by this runtime (the operator does not set it), so it is named here rather
@@ -61,16 +64,56 @@ class McpTools(SettingsGroup):
     )
 
 
+class McpLister(SettingsGroup):
+    """Who may list the tools without being a caller of them."""
+
+    env_prefix: ClassVar[str | None] = ""
+    title: ClassVar[str] = "Tool listing"
+
+    lister: str | None = setting(
+        "with `MCP_AUTH_MODE` on: the ServiceAccount (`namespace/name`) whose verified token"
+        " may list the tools (`initialize`, `tools/list`, `ping`, notifications) but call"
+        " none: the operator's, for `status.availableTools`",
+        env=auth_names.MCP_AUTH_LISTER,
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+    )
+
+    def service_account(self) -> tuple[str, str] | None:
+        if self.lister is None:
+            return None
+        namespace, _, name = self.lister.partition("/")
+        return namespace, name
+
+
 class McpSettings(ServiceSettings):
     """Every setting of one ``kaos-mcp`` pod."""
 
     env_prefix: ClassVar[str] = "MCP_"
+    notes: ClassVar[Mapping[str, str]] = {
+        "MCP_AUTH_MODE": "On, every `/mcp` request needs `X-Agent-Token` (audience"
+        " `kaos.dev/mcp`) of an agent listed in `MCP_CALLERS_FILE` (else 401/403, nothing"
+        " runs); `/healthz`, `/readyz` and `/metrics` stay open",
+        "MCP_CALLERS_FILE": "Here: the Agents that list this MCPServer in `mcpServers`",
+    }
 
     server: McpServer = group(McpServer.title)
     tools: McpTools = group(McpTools.title)
+    callers: CallerAuth = group(CallerAuth.title)
+    listing: McpLister = group(McpLister.title)
     limits: HttpLimits = group(HttpLimits.title)
     telemetry: TelemetrySettings = group(TelemetrySettings.title)
 
+    def problems(self) -> list[str]:
+        if self.listing.lister is not None and self.callers.mode == "off":
+            return [f"{auth_names.MCP_AUTH_LISTER} needs {auth_names.MCP_AUTH_MODE}"]
+        return []
+
 
 # The groups the README's tables document, in order, by title.
-MCP_GROUPS: dict[str, str] = {"server": McpServer.title, "tools": McpTools.title}
+MCP_GROUPS: dict[str, str] = {
+    "server": McpServer.title,
+    "tools": McpTools.title,
+    "callers": "Verified agent identity (callers)",
+    "listing": McpLister.title,
+}

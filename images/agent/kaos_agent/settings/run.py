@@ -54,6 +54,13 @@ class McpServers(SettingsGroup):
         env=env.MCP_SERVERS,
         default=(),
     )
+    token_file: Path | None = setting(
+        "the pod's projected service-account token for MCP servers (audience"
+        " `kaos.dev/mcp`), sent as `X-Agent-Token` on every MCP request and re-read when"
+        " kubelet rotates it; needed when the MCP servers verify their callers",
+        env=auth_names.AGENT_MCP_TOKEN_FILE,
+        default=None,
+    )
 
     @field_validator("servers", mode="before")
     @classmethod
@@ -67,6 +74,8 @@ class ToolSettings:
 
     servers: tuple[Endpoint, ...]
     timeout_seconds: float
+    # The token presented to the MCP servers (``AGENT_MCP_TOKEN_FILE``); None: none.
+    token_file: Path | None = None
 
 
 class DelegationSettings(SettingsGroup):

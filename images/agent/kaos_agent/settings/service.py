@@ -15,11 +15,13 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from kaos_core import agent_env as env
+from kaos_core.auth import names as auth_names
 from kaos_core.http.limits import HttpLimits
 from kaos_core.settings import group
 from kaos_core.settings.auth import VerifiedIdentity
 from kaos_core.telemetry.settings import TelemetrySettings
 
+from kaos_agent.settings.access import UserRbac
 from kaos_agent.settings.autonomous import AutonomousMode, AutonomousSettings
 from kaos_agent.settings.identity import AgentIdentity, AgentServer
 from kaos_agent.settings.memory import AgentMemorySettings
@@ -55,6 +57,7 @@ class AgentSettings(VerifiedIdentity):
     autonomous_mode: AutonomousMode = group(AutonomousMode.title)
     limits: HttpLimits = group(HttpLimits.title)
     telemetry: TelemetrySettings = group(TelemetrySettings.title)
+    user_rbac: UserRbac = group(UserRbac.title)
 
     def problems(self) -> list[str]:
         found = super().problems()
@@ -63,12 +66,28 @@ class AgentSettings(VerifiedIdentity):
                 found.append(f"{env.MEMORY_REQUIRE_AGENT_IDENTITY}=true needs {env.AGENT_IDENTITY}")
             if self.memory.max_read_scope == "agent":
                 found.append(f"{env.MEMORY_MAX_READ_SCOPE}=agent needs {env.AGENT_IDENTITY}")
+        if self.user_rbac.enabled:
+            # Whom to ask (the API server), about whom (verified users) and what (this Agent).
+            needs = {
+                auth_names.AGENT_USER_ISSUER: self.users.issuer,
+                auth_names.AGENT_AUTH_API_SERVER: self.callers.api_server,
+                env.AGENT_IDENTITY: self.agent.identity,
+            }
+            found += [
+                f"{auth_names.AGENT_RBAC}=true needs {name}"
+                for name, value in needs.items()
+                if not value
+            ]
         return found
 
     @property
     def tools(self) -> ToolSettings:
         """The MCP servers, connected with the model's timeout."""
-        return ToolSettings(servers=self.mcp.servers, timeout_seconds=self.model.timeout_seconds)
+        return ToolSettings(
+            servers=self.mcp.servers,
+            timeout_seconds=self.model.timeout_seconds,
+            token_file=self.mcp.token_file,
+        )
 
     @property
     def autonomous(self) -> AutonomousSettings | None:
@@ -99,4 +118,5 @@ GROUPS: dict[str, str] = {
     "autonomous_mode": AutonomousMode.title,
     "callers": "Verified agent identity (delegation)",
     "users": "Verified user identity",
+    "user_rbac": UserRbac.title,
 }

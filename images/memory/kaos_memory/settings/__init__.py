@@ -13,6 +13,7 @@ from kaos_memory.settings.access import AdminAccess, AdminSettings
 from kaos_memory.settings.http import HttpSettings
 from kaos_memory.settings.models import ModelSettings
 from kaos_memory.settings.posture import PostureSettings, ReadCeiling
+from kaos_memory.settings.retention import QuotaSettings, RetentionSettings
 from kaos_memory.settings.service import GROUPS, MemorySettings, load_memory_settings
 from kaos_memory.settings.storage import DEFAULT_COLLECTION, StorageSettings
 from kaos_memory.settings.tiers import TierSettings
@@ -29,7 +30,9 @@ __all__ = [
     "MemorySettings",
     "ModelSettings",
     "PostureSettings",
+    "QuotaSettings",
     "ReadCeiling",
+    "RetentionSettings",
     "SettingsError",
     "StorageSettings",
     "TierSettings",

@@ -21,9 +21,13 @@ from kaos_core.settings.auth import VerifiedIdentity
 from kaos_core.telemetry.settings import TelemetrySettings
 
 from kaos_memory.settings.access import AdminAccess, AdminSettings
+from kaos_memory.settings.encryption import EncryptionSettings
 from kaos_memory.settings.http import HttpSettings
+from kaos_memory.settings.kms import KmsSettings
 from kaos_memory.settings.models import ModelSettings
 from kaos_memory.settings.posture import PostureSettings
+from kaos_memory.settings.receipts import ReceiptSettings
+from kaos_memory.settings.retention import QuotaSettings, RetentionSettings
 from kaos_memory.settings.storage import StorageSettings
 from kaos_memory.settings.tiers import TierSettings
 from kaos_memory.settings.work import ConsolidationSettings, ExecutorSettings
@@ -64,6 +68,11 @@ class MemorySettings(VerifiedIdentity):
     executor: ExecutorSettings = group(ExecutorSettings.title)
     consolidation: ConsolidationSettings = group(ConsolidationSettings.title)
     admin_access: AdminAccess = group(AdminAccess.title)
+    retention: RetentionSettings = group(RetentionSettings.title)
+    quotas: QuotaSettings = group(QuotaSettings.title)
+    receipts: ReceiptSettings = group(ReceiptSettings.title)
+    encryption: EncryptionSettings = group(EncryptionSettings.title)
+    kms: KmsSettings = group(KmsSettings.title)
     limits: HttpLimits = group(HttpLimits.title)
     telemetry: TelemetrySettings = group(TelemetrySettings.title)
 
@@ -78,6 +87,12 @@ class MemorySettings(VerifiedIdentity):
             token_file=callers.token_file,
             cache_seconds=access.review_cache_seconds,
         )
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if self.encryption.enabled and self.encryption.kek == "kms":
+            found += self.kms.missing(self.prefix_of("kms"))
+        return found
 
 
 # The groups the settings tables document, in order, by title (the connection limits and
@@ -95,6 +110,11 @@ GROUPS: dict[str, str] = {
         "callers",
         "users",
         "admin_access",
+        "retention",
+        "quotas",
+        "receipts",
+        "encryption",
+        "kms",
     )
 }
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-ActorKind = Literal["agent", "admin", "unknown"]
+# ``retention``: the service itself, erasing what the store's retention says is past its age.
+ActorKind = Literal["agent", "admin", "unknown", "retention"]
 
 
 @dataclass(frozen=True)
@@ -43,3 +44,5 @@ class AuditEntry:
     medium_term: int
     long_term: int
     final: bool
+    # The signed receipt (canonical JSON, ``kaos_core.memory.receipt``) the forget answered with.
+    receipt: str | None = None

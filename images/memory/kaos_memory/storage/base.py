@@ -17,6 +17,13 @@ from kaos_core.telemetry.genai_metrics import GenAiMetrics
 
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor, AuditEntry
+from kaos_memory.storage.limits import WriteQuota
+
+# Re-exported: the stores name them beside the rest of this interface's rows.
+from kaos_memory.storage.portable import StoredDigest as StoredDigest
+from kaos_memory.storage.portable import StoredFact as StoredFact
+from kaos_memory.storage.portable import StoredSession as StoredSession
+from kaos_memory.storage.portable import StoredTurn as StoredTurn
 
 # ``erase``: who finishes a recorded erasure (keyed ``erasure:<id>``, see ``Tombstone``).
 LeaseKind = Literal["digest", "extract", "erase"]
@@ -34,6 +41,8 @@ class NewTurn:
     role: str
     content: str
     tokens: int
+    # The record id a sealed ``content`` is bound to (None: written in the clear).
+    rid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,8 @@ class TurnRow:
     principal: str | None
     agent: str | None
     infer: bool
+    # The record id its sealed content is bound to (None: stored in the clear).
+    rid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +174,8 @@ class Erased:
     tombstone: Tombstone | None = None
     # The erasure's audit record (``storage.audit``), the forget's receipt.
     audit_id: int | None = None
+    # Whether the principal's data key was deleted with the tombstone (crypto-shredding).
+    key_shredded: bool = False
 
 
 @dataclass(frozen=True)
@@ -214,11 +227,17 @@ class ConversationStore(Protocol):
     async def ping(self) -> None: ...
 
     async def append(
-        self, attribution: Attribution, turns: list[NewTurn], infer: bool, policy: FoldPolicy
+        self,
+        attribution: Attribution,
+        turns: list[NewTurn],
+        infer: bool,
+        policy: FoldPolicy,
+        quota: WriteQuota | None = None,
     ) -> Appended:
         """Insert turns and their attribution index row in one transaction; when they take
         the window past the fold trigger, record the fold (evict the oldest turns into the
-        outbox) in that same transaction."""
+        outbox) in that same transaction. With ``quota``, that transaction first counts the
+        write against it and raises ``QuotaExceeded`` (writing nothing) when over."""
         ...
 
     async def is_attributed(self, key: str, principal: str) -> bool:
@@ -318,6 +337,14 @@ class ConversationStore(Protocol):
         """Audit records of ``group``, newest first, ids below ``before``."""
         ...
 
+    async def add_receipt(self, audit_id: int, receipt: str) -> None:
+        """Keep the signed receipt of an erasure on its audit record."""
+        ...
+
+    async def receipt_signing_key(self, group: str, candidate: str) -> str:
+        """The group's stored receipt signing key, storing ``candidate`` if there is none."""
+        ...
+
     async def live_leases(self, keys: list[str]) -> int:
         """How many digest or extract leases on ``keys`` are held and not expired."""
         ...
@@ -330,9 +357,56 @@ class ConversationStore(Protocol):
         """Erasures not final whose ``erase`` lease nobody holds (a holder died)."""
         ...
 
+    async def sessions_idle_since(self, group: str, before: str, limit: int) -> list[IdleSession]:
+        """Up to ``limit`` sessions of ``group`` whose last write is before ``before`` (UTC
+        ISO), longest idle first, flushed or not: retention's selection."""
+        ...
+
+    async def record_expiry(self, group: str, actor: Actor, facts: int) -> int:
+        """Record facts retention deleted by age as a final erasure at the store level, with
+        its audit record naming ``actor``; the audit record's id."""
+        ...
+
+    async def prune_write_rates(self) -> int:
+        """Drop the write-rate counters of minutes already past; how many."""
+        ...
+
     async def reclaim(self) -> None:
         """Make deleted rows unreadable in the database files where the backend can
         (SQLite: checkpoint and truncate the write-ahead log; PostgreSQL: vacuum)."""
+        ...
+
+    async def export_sessions(
+        self, selector: ErasureSelector, after: str | None, limit: int
+    ) -> list[StoredSession]:
+        """Up to ``limit`` sessions ``selector`` reaches (as an erasure would), in key
+        order after the key ``after``: an export's pages."""
+        ...
+
+    async def export_turns(
+        self, session: StoredSession, selector: ErasureSelector, after: int | None, limit: int
+    ) -> tuple[list[StoredTurn], int | None]:
+        """A page of a session's turns in write order after seq ``after``, only those
+        attributed to ``selector``'s principal and agent where it names them (at most
+        ``limit``; a sealed turn whose key was shredded reads as erased), and the seq the
+        next page starts after (None: this was the last)."""
+        ...
+
+    async def export_digests(self, session: StoredSession) -> list[StoredDigest]:
+        """A session's kept digest versions, oldest first."""
+        ...
+
+    async def session_principals(self, key: str) -> set[str]:
+        """The principals a session belongs to (none, or the one that wrote first)."""
+        ...
+
+    async def import_session(
+        self, group: str, session: str, turns: list[StoredTurn], digests: list[StoredDigest]
+    ) -> tuple[int, int]:
+        """Store imported turns (folded ones under a fold whose work is done, so no model
+        runs on them again) and the digest versions the session does not have yet, with
+        their attribution rows, in one transaction; the turns and digests written.
+        ``SessionBound`` when the session belongs to another principal (nothing written)."""
         ...
 
 
@@ -380,9 +454,30 @@ class LongTermStore(Protocol):
         """``ValueError`` unless ``cursor`` is one ``list_facts`` gave out."""
         ...
 
+    async def facts_created_before(self, group: str, before: str, limit: int) -> list[str]:
+        """Ids of up to ``limit`` of ``group``'s facts created before ``before`` (UTC ISO),
+        oldest first: retention's selection."""
+        ...
+
+    async def count_facts(self, group: str, principal: str) -> int:
+        """How many facts ``principal`` holds in ``group`` (the facts quota)."""
+        ...
+
     def held_principals(self) -> tuple[int, int]:
         """Principals whose facts this replica holds for their searches (the per-principal
         vector cache, ``mem0.cache``), and principals being loaded or waiting to be."""
         ...
 
     async def erase_ids(self, ids: list[str]) -> int: ...
+
+    async def export_facts(
+        self, scope: Scope, limit: int, cursor: str | None
+    ) -> tuple[list[StoredFact], str | None]:
+        """One page of the scope's facts as ``list_facts`` orders them, with every field an
+        export carries, and the next cursor."""
+        ...
+
+    async def import_facts(self, facts: list[StoredFact]) -> int:
+        """Store facts under ids derived from theirs and their group (a fact imported twice
+        is stored once), embedded by this store's embedder; how many were new."""
+        ...

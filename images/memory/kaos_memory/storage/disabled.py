@@ -14,7 +14,7 @@ from kaos_core.memory.contract import Fact
 from kaos_core.telemetry.genai_metrics import GenAiMetrics
 
 from kaos_memory.scope import Attribution, Scope
-from kaos_memory.storage.base import FoldTag, TurnRow
+from kaos_memory.storage.base import FoldTag, StoredFact, TurnRow
 
 
 class DisabledLongTermStore:
@@ -62,3 +62,19 @@ class DisabledLongTermStore:
 
     async def erase_ids(self, ids: list[str]) -> int:
         return 0
+
+    async def facts_created_before(self, group: str, before: str, limit: int) -> list[str]:
+        return []
+
+    async def count_facts(self, group: str, principal: str) -> int:
+        return 0
+
+    async def export_facts(
+        self, scope: Scope, limit: int, cursor: str | None
+    ) -> tuple[list[StoredFact], str | None]:
+        return [], None
+
+    async def import_facts(self, facts: list[StoredFact]) -> int:
+        # The importer refuses facts for a store without the tier before anything is
+        # written (``portable.importer``).
+        raise ValueError("no long-term tier: facts cannot be imported")

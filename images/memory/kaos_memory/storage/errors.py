@@ -12,13 +12,9 @@ The message names the store and the operation only; the driver's error stays cha
 
 from __future__ import annotations
 
+from kaos_memory.errors import StorageError, StorageUnavailable
 
-class StorageError(Exception):
-    """A store failed (permanent or unknown cause)."""
-
-
-class StorageUnavailable(StorageError):
-    """A store is temporarily unable to answer; the same call may succeed later."""
+__all__ = ["StorageError", "StorageUnavailable", "UnusableAnswer"]
 
 
 class UnusableAnswer(StorageError):

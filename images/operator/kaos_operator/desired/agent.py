@@ -17,7 +17,7 @@ from kaos_core.endpoints import format_endpoints
 from kaos_core.memory.contract import scope_rank
 from kaos_core.wire import agent_identity
 
-from kaos_operator.desired import security
+from kaos_operator.desired import egress, security
 from kaos_operator.desired.common import (
     AGENT_PORT,
     Endpoint,
@@ -252,11 +252,14 @@ def desired_agent_objects(agent: Agent, ctx: AgentContext) -> list[Obj]:
         objects += [
             security.service_account(agent),
             security.callers_config_map(agent, ctx.callers),
-            security.network_policy(
-                agent,
-                AGENT_PORT,
-                {"Agent": ctx.callers},
-                from_anywhere=agent.spec.agent_network.expose,
+            egress.with_egress(
+                security.network_policy(
+                    agent,
+                    AGENT_PORT,
+                    {"Agent": ctx.callers},
+                    from_anywhere=agent.spec.agent_network.expose,
+                ),
+                egress.agent_egress(agent, ctx.posture),
             ),
         ]
     return objects

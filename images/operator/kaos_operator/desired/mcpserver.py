@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kaos_core import agent_env as names
 from kaos_core.crds import reasons
 from kaos_core.crds.common import Telemetry
 from kaos_core.crds.mcpserver import MCPServer
 
-from kaos_operator.desired import security
+from kaos_operator.desired import egress, mcp_auth, security
 from kaos_operator.desired.common import (
     MCP_PATH,
     MCP_PORT,
@@ -192,6 +192,12 @@ def desired_mcpserver_objects(server: MCPServer, ctx: McpContext) -> list[Obj]:
         digest = hashlib.sha256((spec.params or "").encode()).hexdigest()[:16]
         annotations[CONFIG_HASH_ANNOTATION] = digest
         volumes.append({"name": "params", "configMap": {"name": params_config_map_name(server)}})
+    # Security on: kaos-mcp verifies its callers (``mcp_auth``).
+    verifies = ctx.posture.security_enabled and run.builtin
+    if verifies:
+        run = replace(run, env={**run.env, **mcp_auth.mcp_security_env(ctx.posture)})
+        mounts += [security.token_mount(), security.callers_mount()]
+        volumes += [mcp_auth.api_token_volume(), security.callers_volume(server.name)]
     # kaos-mcp runs as the images' nonroot user; another image keeps its own user, which
     # must not be root either.
     security_context = restricted_security_context()
@@ -233,5 +239,10 @@ def desired_mcpserver_objects(server: MCPServer, ctx: McpContext) -> list[Obj]:
     objects += route_objects(server, MCP_PORT, spec.gateway_route, ctx.gateway)
     if ctx.posture.security_enabled:
         # The pods' port (a policy selects pods, not the Service): the runtime's.
-        objects.append(security.network_policy(server, run.port, {"Agent": ctx.clients}))
+        policy = security.network_policy(server, run.port, {"Agent": ctx.clients})
+        # The operator lists the tools (status.availableTools) of every runtime.
+        policy = egress.admitting(policy, run.port, egress.operator_peer(ctx.posture))
+        objects.append(egress.with_egress(policy, egress.own_egress(spec.egress, ctx.posture)))
+        if verifies:
+            objects.append(security.callers_config_map(server, ctx.clients))
     return objects

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kaos_core.crds.common import Telemetry
-from kaos_core.crds.memorystore import MemoryStore
+from kaos_core.crds.common import SecretKeyRef, Telemetry
+from kaos_core.crds.memorystore import (
+    AgentQuota,
+    MemoryStore,
+    PrincipalQuota,
+    StoreQuotas,
+    StoreRetention,
+)
 
-from kaos_operator.desired import security
+from kaos_operator.desired import egress, security
 from kaos_operator.desired.common import (
     MEMORY_PORT,
     NONROOT_UID,
@@ -35,6 +41,11 @@ from kaos_operator.settings import Images, Posture
 
 DATA_DIR = "/data/memory"
 DSN_ENV = "KAOS_MEMORY_DSN"
+# spec.receipts.keySecret: the one key of that Secret, mounted as a file the service reads.
+RECEIPT_KEY_ENV = "KAOS_MEMORY_RECEIPT_KEY_FILE"
+RECEIPT_KEY_VOLUME = "receipt-key"
+RECEIPT_KEY_DIR = "/etc/kaos/receipts"
+RECEIPT_KEY_FILE = "receipt-key.pem"
 # Each model role's key, from the Secret its role names (models.<role>.apiKeySecret).
 ROLE_KEY_ENV = {
     "summarization": "KAOS_MEMORY_SUMMARIZATION_API_KEY",
@@ -76,6 +87,23 @@ def openai_base_url(model_api_url: str) -> str:
     return url if url.endswith("/v1") else url + "/v1"
 
 
+def retention_env(
+    retention: StoreRetention | None, quotas: StoreQuotas | None
+) -> dict[str, int | None]:
+    """The service's retention and quota variables (None: unset, the service's default)."""
+    kept = retention or StoreRetention()
+    principal = (quotas.principal if quotas else None) or PrincipalQuota()
+    agent = (quotas.agent if quotas else None) or AgentQuota()
+    return {
+        "KAOS_MEMORY_FACT_MAX_AGE_DAYS": kept.fact_max_age_days,
+        "KAOS_MEMORY_IDLE_SESSION_DAYS": kept.idle_session_days,
+        "KAOS_MEMORY_QUOTA_FACTS": principal.facts,
+        "KAOS_MEMORY_QUOTA_TURNS": principal.turns,
+        "KAOS_MEMORY_QUOTA_BYTES": principal.bytes,
+        "KAOS_MEMORY_QUOTA_WRITES_PER_MINUTE": agent.writes_per_minute,
+    }
+
+
 def memory_store_env(store: MemoryStore, ctx: MemoryStoreContext) -> dict[str, str]:
     """The memory service's environment, without the DSN (that comes from a Secret)."""
     spec = store.spec
@@ -107,6 +135,7 @@ def memory_store_env(store: MemoryStore, ctx: MemoryStoreContext) -> dict[str, s
         "KAOS_MEMORY_EXTRACTION_CONCURRENCY": long_term.extraction_concurrency,
         "KAOS_MEMORY_DIGEST_PROMPT": spec.tiers.medium_term.digest_prompt,
         "KAOS_MEMORY_MAX_CONCURRENT_REQUESTS": spec.max_concurrent_requests,
+        **retention_env(spec.retention, spec.quotas),
     }
     env.update({name: str(value) for name, value in optional.items() if value is not None})
     env.update(
@@ -167,6 +196,36 @@ def _spread(store: MemoryStore) -> Obj:
     }
 
 
+def _receipt_key_volume(ref: SecretKeyRef) -> Obj:
+    # Only the named key, readable by the pod's group (fsGroup) and nobody else.
+    items = [{"key": ref.key, "path": RECEIPT_KEY_FILE}]
+    return {
+        "name": RECEIPT_KEY_VOLUME,
+        "secret": {"secretName": ref.name, "items": items, "defaultMode": 0o440},
+    }
+
+
+# spec.encryption.kekSecret: every key of that Secret (the KEK's versions and current),
+# mounted as a directory, so a rotated Secret reaches the running pod.
+KEK_VOLUME = "kek"
+KEK_ENV = "KAOS_MEMORY_ENCRYPTION_KEK_DIR"
+KEK_DIR = "/var/run/kaos/memory-kek"
+
+
+def encryption_env(store: MemoryStore) -> dict[str, str]:
+    """Sealing on with the mounted KEK, off when disabled; unset without a KEK Secret."""
+    encryption = store.spec.encryption
+    if encryption is None or encryption.kek_secret is None:
+        return {}
+    if not encryption.enabled:
+        return {"KAOS_MEMORY_ENCRYPTION": "off"}
+    return {"KAOS_MEMORY_ENCRYPTION": "on", KEK_ENV: KEK_DIR}
+
+
+def _kek_volume(secret: str) -> Obj:
+    return {"name": KEK_VOLUME, "secret": {"secretName": secret, "defaultMode": 0o440}}
+
+
 def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
     spec = store.spec
     local = spec.storage.type == "local"
@@ -176,6 +235,10 @@ def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
         # Pod paths and the in-cluster API server, so here and not in memory_store_env.
         values.update(security.memory_security_env(ctx.posture))
         values.update(security.memory_admin_env(store))
+    kek = encryption_env(store)
+    values.update(kek)
+    encryption = spec.encryption
+    kek_secret = encryption.kek_secret if encryption is not None and KEK_ENV in kek else None
     env = env_list(values)
     for role, variable in ROLE_KEY_ENV.items():
         key_ref = getattr(spec.models, role).api_key_secret
@@ -191,6 +254,9 @@ def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
         env.append(
             {"name": DSN_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
         )
+    receipt_key = spec.receipts.key_secret if spec.receipts is not None else None
+    if receipt_key is not None:
+        env.append({"name": RECEIPT_KEY_ENV, "value": f"{RECEIPT_KEY_DIR}/{RECEIPT_KEY_FILE}"})
     volume: Obj = (
         {"name": "data", "persistentVolumeClaim": {"claimName": pvc_name(store)}}
         if local
@@ -210,6 +276,16 @@ def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
         volume_mounts=[
             {"name": "data", "mountPath": ctx.data_dir},
             *([security.callers_mount()] if secured else []),
+            *(
+                [{"name": RECEIPT_KEY_VOLUME, "mountPath": RECEIPT_KEY_DIR, "readOnly": True}]
+                if receipt_key is not None
+                else []
+            ),
+            *(
+                [{"name": KEK_VOLUME, "mountPath": KEK_DIR, "readOnly": True}]
+                if kek_secret is not None
+                else []
+            ),
         ],
         security=restricted_security_context(),
     )
@@ -220,7 +296,12 @@ def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
         store,
         container=main,
         replicas=replicas,
-        volumes=[volume, *([security.callers_volume(store.name)] if secured else [])],
+        volumes=[
+            volume,
+            *([security.callers_volume(store.name)] if secured else []),
+            *([_receipt_key_volume(receipt_key)] if receipt_key is not None else []),
+            *([_kek_volume(kek_secret)] if kek_secret is not None else []),
+        ],
         strategy="Recreate" if local else "RollingUpdate",
         pod_security={
             "runAsNonRoot": True,
@@ -245,6 +326,14 @@ def desired_memorystore_objects(store: MemoryStore, ctx: MemoryStoreContext) -> 
     if ctx.posture.security_enabled:
         objects += [
             security.callers_config_map(store, ctx.callers),
-            security.network_policy(store, MEMORY_PORT, {"Agent": ctx.callers}),
+            egress.with_egress(
+                # The operator reads the store's receipt key (status.receiptKey).
+                egress.admitting(
+                    security.network_policy(store, MEMORY_PORT, {"Agent": ctx.callers}),
+                    MEMORY_PORT,
+                    egress.operator_peer(ctx.posture),
+                ),
+                egress.memory_store_egress(store, ctx.posture),
+            ),
         ]
     return objects

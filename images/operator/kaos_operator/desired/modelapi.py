@@ -16,7 +16,7 @@ from kaos_core.crds import reasons
 from kaos_core.crds.common import Telemetry
 from kaos_core.crds.modelapi import ModelAPI, ServerConfig
 
-from kaos_operator.desired import security
+from kaos_operator.desired import egress, security
 from kaos_operator.desired.common import (
     LITELLM_PORT,
     NONROOT_UID,
@@ -337,5 +337,8 @@ def desired_modelapi_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
     objects += route_objects(api, model_api_port(api), api.spec.gateway_route, ctx.gateway)
     if ctx.posture.security_enabled:
         sources = {"Agent": ctx.agent_clients, "MemoryStore": ctx.store_clients}
-        objects.append(security.network_policy(api, model_api_port(api), sources))
+        policy = security.network_policy(api, model_api_port(api), sources)
+        # The operator reads the models' capabilities (status.modelCapabilities).
+        policy = egress.admitting(policy, model_api_port(api), egress.operator_peer(ctx.posture))
+        objects.append(egress.with_egress(policy, egress.own_egress(api.spec.egress, ctx.posture)))
     return objects

@@ -17,14 +17,17 @@ changes (the builders of each kind skip these pieces entirely).
 - **Callers files.** A MemoryStore's ConfigMap lists the Agents bound to it; an Agent's
   lists the Agents whose ``agentNetwork.access`` names it. The services verify a
   presented token and then look its ServiceAccount up there (``kaos_core.auth.callers``).
-- **NetworkPolicies** (ingress only, on the service's one port) say the same at the
-  network layer, by the pod labels the operator puts on each kind's pods:
+- **NetworkPolicies** (ingress on the service's one port; egress: ``egress``) say the same
+  at the network layer, by the pod labels the operator puts on each kind's pods:
 
   =============  ===============================================================
-  MemoryStore    from the pods of the Agents bound to it (remote memory on it)
+  MemoryStore    from the pods of the Agents bound to it (remote memory on it), and
+                 the operator's (the receipt key)
   Agent          from the pods of its callers; from anywhere when it is exposed
-  MCPServer      from the pods of the Agents that list it in ``mcpServers``
-  ModelAPI       from the pods of the Agents and MemoryStores that use it
+  MCPServer      from the pods of the Agents that list it in ``mcpServers``, and the
+                 operator's (it lists the tools)
+  ModelAPI       from the pods of the Agents and MemoryStores that use it, and the
+                 operator's (the models' capabilities)
   =============  ===============================================================
 
   ``agentNetwork.expose`` ("other agents may delegate to this one") keeps an Agent a
@@ -202,6 +205,7 @@ def token_volume() -> Obj:
             "sources": [
                 token(auth.MEMORY_AUDIENCE, auth.MEMORY_TOKEN_PATH.removeprefix(prefix)),
                 token(auth.AGENT_AUDIENCE, auth.AGENT_TOKEN_PATH.removeprefix(prefix)),
+                token(auth.MCP_AUDIENCE, auth.MCP_TOKEN_PATH.removeprefix(prefix)),
                 token(None, auth.API_TOKEN_PATH.removeprefix(prefix)),
                 ca,
             ]
@@ -225,9 +229,10 @@ def agent_security_env(posture: Posture) -> dict[str, str]:
     """Where the agent finds its tokens and its callers file (pod paths), and how it
     verifies the agents delegating to it: the posture's mode and issuer, through the
     in-cluster API server with its projected API token and CA (``token_volume``)."""
-    return {
+    env = {
         auth.AGENT_MEMORY_TOKEN_FILE: auth.MEMORY_TOKEN_PATH,
         auth.AGENT_PEER_TOKEN_FILE: auth.AGENT_TOKEN_PATH,
+        auth.AGENT_MCP_TOKEN_FILE: auth.MCP_TOKEN_PATH,
         auth.AGENT_CALLERS_FILE: auth.CALLERS_PATH,
         auth.AGENT_AUTH_MODE: posture.token_verification,
         auth.AGENT_AUTH_ISSUER: posture.service_account_issuer,
@@ -235,11 +240,31 @@ def agent_security_env(posture: Posture) -> dict[str, str]:
         auth.AGENT_AUTH_CA_FILE: auth.API_CA_PATH,
         auth.AGENT_AUTH_TOKEN_FILE: auth.API_TOKEN_PATH,
     } | user_identity_env(posture, AGENT_USER_VARIABLES)
+    return env | user_rbac_env(posture)
+
+
+def user_rbac_env(posture: Posture) -> dict[str, str]:
+    """Who may talk to the agent (``kaos_core.auth.invoke``): Kubernetes RBAC asked about
+    each verified user, through the API server and credentials of ``agent_security_env``
+    (the Agent's ServiceAccount needs ``create`` on subjectaccessreviews: the chart's
+    ``<release>-agent-review``). Empty unless the posture has users and ``user_rbac``."""
+    if not posture.user_identity or not posture.user_rbac:
+        return {}
+    env = {
+        auth.AGENT_RBAC: "true",
+        auth.AGENT_RBAC_USERNAME_CLAIM: posture.user_username_claim,
+    }
+    optional = {
+        auth.AGENT_RBAC_USERNAME_PREFIX: posture.user_username_prefix,
+        auth.AGENT_RBAC_GROUPS_CLAIM: posture.user_groups_claim,
+        auth.AGENT_RBAC_GROUPS_PREFIX: posture.user_groups_prefix,
+    }
+    return env | {name: value for name, value in optional.items() if value}
 
 
 def user_identity_env(posture: Posture, variables: Mapping[str, str]) -> dict[str, str]:
     """The user issuer settings of verified user identity (empty without one), under the
-    names in ``variables`` (issuer, audience, claim, jwks): the agent's or the memory's."""
+    names in ``variables`` (issuer, audience, claim, jwks, azp): the agent's or the memory's."""
     if not posture.user_identity or posture.user_issuer is None:
         return {}
     env = {
@@ -249,6 +274,8 @@ def user_identity_env(posture: Posture, variables: Mapping[str, str]) -> dict[st
     }
     if posture.user_jwks_url:
         env[variables["jwks"]] = posture.user_jwks_url
+    if posture.user_authorized_party:
+        env[variables["azp"]] = posture.user_authorized_party
     return env
 
 
@@ -257,12 +284,14 @@ AGENT_USER_VARIABLES = {
     "audience": auth.AGENT_USER_AUDIENCE,
     "claim": auth.AGENT_USER_PRINCIPAL_CLAIM,
     "jwks": auth.AGENT_USER_JWKS_URL,
+    "azp": auth.AGENT_USER_AUTHORIZED_PARTY,
 }
 MEMORY_USER_VARIABLES = {
     "issuer": auth.MEMORY_USER_ISSUER,
     "audience": auth.MEMORY_USER_AUDIENCE,
     "claim": auth.MEMORY_USER_PRINCIPAL_CLAIM,
     "jwks": auth.MEMORY_USER_JWKS_URL,
+    "azp": auth.MEMORY_USER_AUTHORIZED_PARTY,
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.crds import Agent, MCPServer, reasons
 
 from kaos_operator.context import ReconcileContext, WorkloadReader
@@ -38,6 +39,10 @@ class MCPServerReconciler(Reconciler[MCPServer]):
     ) -> None:
         super().__init__(ctx, clock=clock, workload_reader=workload_reader)
         self._list_tools = tool_lister
+        # Security on: the operator's own token of audience kaos.dev/mcp (kubelet rotates it).
+        posture = ctx.settings.posture
+        token_file = posture.operator_mcp_token_file if posture.security_enabled else None
+        self._token = None if token_file is None else TokenFile(token_file)
         # A server's tools change only with its spec: one listing per generation.
         self._tools: BackendReads[list[str]] = BackendReads()
 
@@ -64,7 +69,8 @@ class MCPServerReconciler(Reconciler[MCPServer]):
                 await self._tool_status(res, endpoint, status)
 
     async def _tool_status(self, res: MCPServer, endpoint: str, status: StatusBuilder) -> None:
-        names = await self._tools.read(res, lambda: self._list_tools(endpoint))
+        token = None if self._token is None else self._token.read()
+        names = await self._tools.read(res, lambda: self._list_tools(endpoint, token))
         if isinstance(names, ReadFailure):
             # The class only: a transport error's text can carry the server's answer.
             cause = type(_leaf(names.error)).__name__

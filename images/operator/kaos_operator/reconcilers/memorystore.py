@@ -1,19 +1,39 @@
 """MemoryStore: resolve the model bindings, apply the service's objects, report Ready
-when its Deployment is available."""
+when its Deployment is available, and then the key it signs erasure receipts with."""
 
 from __future__ import annotations
 
+import logging
+
 from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 
+from kaos_operator.context import ReconcileContext, WorkloadReader
 from kaos_operator.desired import MemoryStoreContext, desired_memorystore_objects, security
 from kaos_operator.desired.memorystore import memory_store_endpoint
 from kaos_operator.desired.modelapi import model_api_endpoint
-from kaos_operator.reconcilers.base import Reconciler
-from kaos_operator.status import StatusBuilder
+from kaos_operator.receipt_key import ReceiptKeyReader
+from kaos_operator.reconcilers.base import BackendReads, ReadFailure, Reconciler
+from kaos_operator.status import Clock, StatusBuilder, utc_now
+
+log = logging.getLogger(__name__)
 
 
 class MemoryStoreReconciler(Reconciler[MemoryStore]):
     model = MemoryStore
+
+    def __init__(
+        self,
+        ctx: ReconcileContext,
+        *,
+        clock: Clock = utc_now,
+        workload_reader: WorkloadReader | None = None,
+        receipt_key_reader: ReceiptKeyReader | None = None,
+    ) -> None:
+        """``receipt_key_reader``: reads the store's receipt key from its Service once it is
+        available (``kaos_operator.receipt_key``); without one the status has no key."""
+        super().__init__(ctx, clock=clock, workload_reader=workload_reader)
+        self._read_key = receipt_key_reader
+        self._keys: BackendReads[dict[str, str]] = BackendReads()
 
     async def sync(self, res: MemoryStore, status: StatusBuilder) -> None:
         spec = res.spec
@@ -56,6 +76,26 @@ class MemoryStoreReconciler(Reconciler[MemoryStore]):
                 storage_field="spec.storage.storageClassName",
             )
             status.fields["readyReplicas"] = dep.ready_replicas
+            if dep.available:
+                await self._receipt_key(res, status)
+
+    async def _receipt_key(self, res: MemoryStore, status: StatusBuilder) -> None:
+        if self._read_key is None:
+            return
+        read, endpoint = self._read_key, status.fields["endpoint"]
+        key = await self._keys.read(res, lambda: read(endpoint))
+        if isinstance(key, ReadFailure):
+            # The class only; read again later (a Service answers a while after its pod
+            # turns Ready), keeping the key last read.
+            log.info(
+                "receipt key not read",
+                extra={"store": res.name, "error": type(key.error).__name__},
+            )
+            status.recheck(key.delay)
+            if res.status.receipt_key is not None:
+                status.fields["receiptKey"] = res.status.receipt_key.model_dump()
+            return
+        status.fields["receiptKey"] = key
 
 
 def _default_model(api: ModelAPI) -> str:

@@ -3,6 +3,7 @@ enforce. No Agent or MemoryStore can change it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar, Literal
 
 from kaos_core.auth.names import (
@@ -10,7 +11,9 @@ from kaos_core.auth.names import (
     DEFAULT_SERVICE_ACCOUNT_ISSUER,
     DEFAULT_USER_AUDIENCE,
 )
+from kaos_core.crds.egress import EgressRule, cluster_egress
 from kaos_core.settings import SettingsGroup, setting
+from pydantic import field_validator
 
 # How memory services verify an agent's token when security is on (``names.AUTH_MODES``
 # minus ``off``, which is what security off means).
@@ -51,6 +54,39 @@ class Posture(SettingsGroup):
     user_jwks_url: str | None = setting(
         "with a user issuer: its key set URL, instead of OIDC discovery", default=None
     )
+    user_authorized_party: str | None = setting(
+        "with a user issuer: the client user tokens must have been issued to (`azp`, or"
+        " RFC 9068's `client_id`); unset: any client of the issuer",
+        default=None,
+    )
+    # Used only with a user issuer: who may talk to which agent, decided by Kubernetes RBAC
+    # (``kaos_core.auth.invoke``), and who a token names there (the API server's OIDC flags).
+    user_rbac: bool = setting(
+        "with a user issuer: an agent serves a verified user only when Kubernetes RBAC lets"
+        " them `create` its `agents/invoke` subresource (`kaos agent grant`; the chart's"
+        " `<release>-agent-user` ClusterRole); refused users get 403 `agent_not_granted`",
+        default=False,
+    )
+    user_username_claim: str = setting(
+        "with `KAOS_USER_RBAC`: the user token's claim naming the Kubernetes user (as"
+        " kube-apiserver `--oidc-username-claim`)",
+        default="sub",
+        min_length=1,
+    )
+    user_username_prefix: str | None = setting(
+        "with `KAOS_USER_RBAC`: put before the user name (as `--oidc-username-prefix`; `-`:"
+        " nothing); unset: `<issuer>#`, nothing for `email`",
+        default=None,
+    )
+    user_groups_claim: str | None = setting(
+        "with `KAOS_USER_RBAC`: the user token's claim listing groups (as"
+        " `--oidc-groups-claim`); unset: no groups from the token",
+        default=None,
+    )
+    user_groups_prefix: str | None = setting(
+        "with `KAOS_USER_RBAC`: put before each group (as `--oidc-groups-prefix`)",
+        default=None,
+    )
     # Used only with security on: how memory pods verify agents' service-account tokens,
     # and the issuer those tokens carry (the cluster's --service-account-issuer).
     token_verification: TokenVerification = setting(
@@ -65,6 +101,48 @@ class Posture(SettingsGroup):
         default=DEFAULT_SERVICE_ACCOUNT_ISSUER,
         min_length=1,
     )
+    # Used only with security on: MCP servers verify their callers, the operator included.
+    operator_service_account: str | None = setting(
+        "with security on: the operator's own ServiceAccount as `<namespace>/<name>` (the"
+        " chart sets it); MCP servers let it list their tools (`status.availableTools`) and"
+        " call none, and the NetworkPolicies of MCP servers, ModelAPIs and MemoryStores admit"
+        " the operator pods of that namespace (`app.kubernetes.io/component: operator`), whose"
+        " reads fill their status; unset: neither",
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+    )
+    operator_mcp_token_file: Path | None = setting(
+        "with security on: the operator's projected token of audience `kaos.dev/mcp` (the"
+        " chart mounts it), presented when it lists an MCP server's tools; re-read when"
+        " kubelet rotates it",
+        default=None,
+    )
+    cluster_egress: str | None = setting(
+        "with security on: where every KAOS pod may connect beyond DNS and the resources it"
+        " references, as a comma list of `CIDR:PORT` (e.g. the API server's address for"
+        " token verification, `172.18.0.2/32:6443`, and a tracing collector); unset: nowhere"
+        " else (see the security docs, egress)",
+        default=None,
+    )
+
+    @field_validator("cluster_egress")
+    @classmethod
+    def _egress(cls, value: str | None) -> str | None:
+        cluster_egress(value)  # refused at load, naming the entry
+        return value
+
+    @property
+    def egress(self) -> list[EgressRule]:
+        """``cluster_egress`` as rules (checked at load)."""
+        return cluster_egress(self.cluster_egress)
+
+    @property
+    def operator_account(self) -> tuple[str, str] | None:
+        """The operator's ServiceAccount as ``(namespace, name)``; None when not set."""
+        if self.operator_service_account is None:
+            return None
+        namespace, _, name = self.operator_service_account.partition("/")
+        return namespace, name
 
     @property
     def user_identity(self) -> bool:

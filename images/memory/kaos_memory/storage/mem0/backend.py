@@ -53,6 +53,10 @@ class VectorBackend(Protocol):
         order; blocking."""
         ...
 
+    def count(self, filters: Filters) -> int:
+        """How many facts are inside ``filters`` (a scope's filter); blocking."""
+        ...
+
     def write(self, principal: Key | None, add: Callable[[], list[str]]) -> list[str]:
         """Run ``add`` (Mem0's write, which may change ``principal``'s facts, or anyone's
         for None) and keep what the backend keeps beside Mem0 in step; the ids ``add``

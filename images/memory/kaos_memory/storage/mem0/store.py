@@ -37,11 +37,14 @@ from typing import Any, TypeVar
 from kaos_core.memory.contract import Fact
 from kaos_core.telemetry.genai_metrics import GenAiMetrics
 
+from kaos_memory.crypto.kek import KeyUnreadable
+from kaos_memory.crypto.keyring import Keyring, owner_of
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.settings import ModelSettings, StorageSettings, TierSettings
-from kaos_memory.storage.base import FoldTag, TurnRow
+from kaos_memory.storage.base import FoldTag, StoredFact, TurnRow
 from kaos_memory.storage.embedder import QueryEmbedder
-from kaos_memory.storage.errors import StorageError
+from kaos_memory.storage.errors import StorageError, StorageUnavailable
+from kaos_memory.storage.mem0 import expiry, portable, sealed
 from kaos_memory.storage.mem0.backend import VectorBackend, vector_backend
 from kaos_memory.storage.mem0.config import mem0_config
 from kaos_memory.storage.mem0.cursor import decode_cursor, encode_cursor
@@ -83,8 +86,11 @@ class Mem0LongTermStore:
         storage: StorageSettings,
         models: ModelSettings,
         tiers: TierSettings,
+        keyring: Keyring | None = None,
     ) -> None:
         self._storage = storage
+        # Set: fact text and Mem0's message context are sealed (``sealed``).
+        self._keyring = keyring
         self._models = models
         self._threshold = tiers.recall_threshold
         self.backend: VectorBackend = vector_backend(storage, models)
@@ -153,6 +159,8 @@ class Mem0LongTermStore:
 
         memory = Memory.from_config(mem0_config(self.backend, self._models))
         self.backend.build(memory)
+        if self._keyring is not None:
+            sealed.install(memory, self._keyring)
         # Bounded model calls: Mem0 builds its OpenAI clients with the library defaults
         # (10 min timeout, 2 retries); the service's executor owns retries instead.
         memory.llm.client = memory.llm.client.with_options(
@@ -213,6 +221,13 @@ class Mem0LongTermStore:
             ATTEMPT_KEY: str(tag.attempt),
         }
 
+        if self._keyring is not None:
+            # The owner's key cached before Mem0's threads seal with it.
+            try:
+                await self._keyring.key_for(owner_of(attribution.principal, attribution.agent))
+            except KeyUnreadable as exc:
+                raise StorageUnavailable("the owner's data key does not unwrap") from exc
+
         def add() -> list[str]:
             result = self.memory.add(
                 messages, **mem0_ids(attribution), metadata=metadata, infer=infer
@@ -232,6 +247,16 @@ class Mem0LongTermStore:
 
     async def erase_ids(self, ids: list[str]) -> int:
         return await self._run(self._delete, [(fact_id, None) for fact_id in ids])
+
+    async def facts_created_before(self, group: str, before: str, limit: int) -> list[str]:
+        """In listing order from the oldest (``expiry``: the store level's index)."""
+        store = Scope(level="store", group=group, session=None, principal=None, agent=None)
+        filters = mem0_filter(store)
+        return await self._run(expiry.created_before, self.backend, filters, before, limit)
+
+    async def count_facts(self, group: str, principal: str) -> int:
+        scope = Scope(level="user", group=group, session=None, principal=principal, agent=None)
+        return await self._run(self.backend.count, mem0_filter(scope))
 
     async def erase(self, scope: Scope, sessions: tuple[str, ...] = ()) -> int:
         filters = mem0_filter(scope)
@@ -288,7 +313,20 @@ class Mem0LongTermStore:
             if wrapped is None:
                 raise
             raise wrapped from exc
+        ring = self._keyring
+        if ring is not None:
+            batch = await ring.prepare(sealed.payload_texts(p for _, _, p in hits))
+            hits = [(i, s, sealed.open_payload(ring, batch, i, p)) for i, s, p in hits]
         return self._ranked(scope, query, hits, top_k)
+
+    async def _open_rows(self, rows: Sequence[Row]) -> Sequence[Row]:
+        """Rows with their text opened; a fact whose key is gone has no payload (it reads
+        as erased)."""
+        ring = self._keyring
+        if ring is None:
+            return rows
+        batch = await ring.prepare(sealed.payload_texts(p for _, p in rows))
+        return [(i, sealed.open_payload(ring, batch, i, p)) for i, p in rows]
 
     def _ranked(self, scope: Scope, query: str, hits: list[Hit], top_k: int) -> list[Fact]:
         pool = [
@@ -308,13 +346,36 @@ class Mem0LongTermStore:
         """One page in the backend's listing order; one row more than the page says
         whether another follows."""
         after = None if cursor is None else decode_cursor(cursor)
-        rows = await self._run(self.backend.page, mem0_filter(scope), limit + 1, after)
+        rows = await self._open_rows(
+            await self._run(self.backend.page, mem0_filter(scope), limit + 1, after)
+        )
         page = [(i, p) for i, p in rows if p and in_scope(scope, p)][:limit]
         next_cursor = None
         if len(rows) > limit and page:
             last_id, last = page[-1]
             next_cursor = encode_cursor(str(last.get("created_at") or ""), last_id)
         return [to_fact(fact_id, payload) for fact_id, payload in page], next_cursor
+
+    async def export_facts(
+        self, scope: Scope, limit: int, cursor: str | None
+    ) -> tuple[list[StoredFact], str | None]:
+        after = None if cursor is None else decode_cursor(cursor)
+        rows = await self._open_rows(
+            await self._run(self.backend.page, mem0_filter(scope), limit + 1, after)
+        )
+        page = [(i, p) for i, p in rows if p and in_scope(scope, p)][:limit]
+        next_cursor = None
+        if len(rows) > limit and page:
+            last_id, last = page[-1]
+            next_cursor = encode_cursor(str(last.get("created_at") or ""), last_id)
+        return [portable.stored_fact(i, p) for i, p in page], next_cursor
+
+    async def import_facts(self, facts: list[StoredFact]) -> int:
+        if self._keyring is not None:
+            # The owners' keys cached before Mem0's vector store seals with them.
+            for owner in {owner_of(f.principal, f.agent) for f in facts}:
+                await self._keyring.key_for(owner)
+        return await self._run(portable.import_facts, self.memory, self.backend.write, facts)
 
     def held_principals(self) -> tuple[int, int]:
         return self.backend.stats()

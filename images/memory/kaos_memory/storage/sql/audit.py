@@ -42,6 +42,11 @@ def add_long_term(tx: Tx, erasure_id: int, facts: int) -> None:
     )
 
 
+def add_receipt(tx: Tx, audit_id: int, receipt: str) -> None:
+    """Keep the signed receipt the forget answered with on its audit record."""
+    tx.execute("UPDATE kaos_mem_audit SET receipt = %s WHERE id = %s", (receipt, audit_id))
+
+
 def entries(tx: Tx, group: str, limit: int, before: int | None) -> list[AuditEntry]:
     """Up to ``limit`` records of ``group``, newest first, with ids below ``before``."""
     where: list[str] = ["a.grp = %s"]
@@ -52,7 +57,8 @@ def entries(tx: Tx, group: str, limit: int, before: int | None) -> list[AuditEnt
     rows = tx.all(
         "SELECT a.id, a.erasure_id, a.at, a.actor_kind, a.actor, a.verified, a.level,"
         " a.principal, a.agent, a.session, a.short_term, a.medium_term, a.long_term,"
-        " e.done_at FROM kaos_mem_audit a LEFT JOIN kaos_mem_erasures e ON e.id = a.erasure_id"
+        " e.done_at, a.receipt"
+        " FROM kaos_mem_audit a LEFT JOIN kaos_mem_erasures e ON e.id = a.erasure_id"
         f" WHERE {' AND '.join(where)} ORDER BY a.id DESC LIMIT %s",
         (*params, limit),
     )
@@ -70,6 +76,7 @@ def entries(tx: Tx, group: str, limit: int, before: int | None) -> list[AuditEnt
             medium_term=int(r[11]),
             long_term=int(r[12]),
             final=r[13] is not None,
+            receipt=r[14],
         )
         for r in rows
     ]

@@ -39,6 +39,8 @@ class ColumnTypes:
     bigint: str
     boolean: str
     double: str
+    # The stored size in bytes of a text column (``{}`` is the column): the bytes quota.
+    octets: str = "octet_length({})"
 
 
 @runtime_checkable

@@ -11,10 +11,12 @@ replica. While the tombstone is pending, ``PENDING`` keeps fold work off its ses
 
 from __future__ import annotations
 
+from kaos_memory.crypto.keyring import principal_owner
 from kaos_memory.scope import Scope
 from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor
 from kaos_memory.storage.base import Erased, ErasureSelector, Tombstone
 from kaos_memory.storage.sql import audit
+from kaos_memory.storage.sql import keys as key_table
 from kaos_memory.storage.sql.dialect import Tx
 from kaos_memory.storage.sql.leases import acquire, holds, release
 
@@ -88,10 +90,22 @@ def erase(
         keys=tuple(keys),
         sessions=tuple(sessions),
     )
+    # A principal's forget destroys its data key with the tombstone, before anything else
+    # is deleted: every copy of its sealed text anywhere (backups, WAL, a replica behind)
+    # is unreadable from this commit on, whatever happens to the rest of the erasure.
+    shredded = False
+    if scope.level == "user" and scope.principal is not None:
+        shredded = key_table.delete(tx, scope.group, principal_owner(scope.principal)) > 0
     acquire(tx, tombstone.lease_key, "erase", owner, ttl)
     # The audit record commits with the tombstone: no erasure without its record.
     audit_id = audit.record(tx, erasure_id, scope, actor, turns, digests)
-    return Erased(turns=turns, digests=digests, tombstone=tombstone, audit_id=audit_id)
+    return Erased(
+        turns=turns,
+        digests=digests,
+        tombstone=tombstone,
+        audit_id=audit_id,
+        key_shredded=shredded,
+    )
 
 
 def live_leases(tx: Tx, keys: list[str]) -> int:

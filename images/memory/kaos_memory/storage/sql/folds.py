@@ -13,6 +13,7 @@ digested, and the sweeper does not pick them up, so no model call starts on them
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from kaos_core.backoff import capped_backoff
@@ -172,7 +173,11 @@ def next_extraction(tx: Tx, key: str) -> Fold | None:
 # --- digests --------------------------------------------------------------------------------
 
 
-def add_digest(tx: Tx, key: str, summary: str, fold_ids: list[int], retention: int) -> int | None:
+def add_digest(
+    tx: Tx, key: str, summary: str | Callable[[int], str], fold_ids: list[int], retention: int
+) -> int | None:
+    """Append a digest version (``summary``, or what it gives for the version: sealed to
+    the row), unless the folds are gone or digested; prune beyond ``retention``."""
     tx.lock_key(key)
     if _erasing(tx, key):
         return None
@@ -189,7 +194,7 @@ def add_digest(tx: Tx, key: str, summary: str, fold_ids: list[int], retention: i
     version = 1 if latest is None else latest.version + 1
     tx.execute(
         "INSERT INTO kaos_mem_digests (key, version, summary, created_at) VALUES (%s, %s, %s, %s)",
-        (key, version, summary, tx.now_iso),
+        (key, version, summary if isinstance(summary, str) else summary(version), tx.now_iso),
     )
     for fold_id in fold_ids:
         tx.execute(

@@ -7,11 +7,11 @@ from typing import Any
 from kaos_memory.storage.base import Digest, TurnRow
 from kaos_memory.storage.sql.dialect import Tx
 
-TURN_COLUMNS = "seq, role, content, tokens, at, principal, agent, infer"
+TURN_COLUMNS = "seq, role, content, tokens, at, principal, agent, infer, rid"
 
 
 def turn_row(row: tuple[Any, ...]) -> TurnRow:
-    seq, role, content, tokens, at, principal, agent, infer = row
+    seq, role, content, tokens, at, principal, agent, infer, rid = row
     return TurnRow(
         seq=int(seq),
         role=role,
@@ -21,6 +21,7 @@ def turn_row(row: tuple[Any, ...]) -> TurnRow:
         principal=principal,
         agent=agent,
         infer=bool(infer),
+        rid=rid,
     )
 
 

@@ -14,7 +14,12 @@ Tables (every name prefixed ``kaos_mem_`` so they sit beside Mem0's pgvector tab
 - ``erasures``: the tombstones, one per erasure (scope, time, when it became final), and
   ``erased_keys``: the sessions a pending erasure reached (no fold work runs on them).
 - ``audit``: one record per erasure (who, when, the scope, rows erased per tier; never
-  content), written with its tombstone (``storage.audit``).
+  content), written with its tombstone (``storage.audit``), and its signed receipt.
+- ``receipt_keys``: the receipt signing key of each store group without a key Secret.
+- ``write_rates``: each agent's writes per calendar minute (the write-rate quota).
+- ``keys``: one wrapped data key per owner of the group (``crypto.keyring``); a
+  principal's forget deletes its row with the tombstone (crypto-shredding). Turns carry
+  ``rid``, the record id a sealed turn's associated data names.
 - ``schema``: one row, the version the tables are at.
 
 ``MIGRATIONS`` is ordered; migration ``n`` takes the tables from version ``n - 1`` to
@@ -187,6 +192,54 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
             "CREATE INDEX IF NOT EXISTS kaos_mem_audit_erasure ON kaos_mem_audit (erasure_id)",
             "CREATE INDEX IF NOT EXISTS kaos_mem_audit_grp ON kaos_mem_audit (grp, id)",
+        ),
+    ),
+    Migration(
+        5,
+        (
+            # Erasure receipts (``kaos_memory.receipts``): the signed receipt a forget
+            # answered with, on its audit record; and the store's signing key where no
+            # Secret gives one, generated once so every replica signs with the same key.
+            "ALTER TABLE kaos_mem_audit ADD COLUMN receipt TEXT",
+            """CREATE TABLE IF NOT EXISTS kaos_mem_receipt_keys (
+                grp TEXT PRIMARY KEY,
+                private_key TEXT NOT NULL,
+                created_at {double} NOT NULL
+            )""",
+        ),
+    ),
+    Migration(
+        6,
+        (
+            # Quotas (``kaos_memory.quota``): each agent's writes in one calendar minute,
+            # counted in the write's transaction; past minutes are pruned by the sweeper.
+            """CREATE TABLE IF NOT EXISTS kaos_mem_write_rates (
+                grp TEXT NOT NULL,
+                agent TEXT NOT NULL,
+                minute {bigint} NOT NULL,
+                writes INTEGER NOT NULL,
+                PRIMARY KEY (grp, agent, minute)
+            )""",
+            # Retention (``kaos_memory.retention``): a group's sessions by their last write.
+            "CREATE INDEX IF NOT EXISTS kaos_mem_sessions_age ON kaos_mem_sessions (grp, last_at)",
+        ),
+    ),
+    Migration(
+        7,
+        (
+            # Per-owner data keys, wrapped by the key-encryption key (``crypto``): never a
+            # key in the clear. ``id`` is the key id a sealed text names.
+            """CREATE TABLE IF NOT EXISTS kaos_mem_keys (
+                id TEXT PRIMARY KEY,
+                grp TEXT NOT NULL,
+                owner TEXT NOT NULL,
+                kek_id TEXT NOT NULL,
+                wrapped TEXT NOT NULL,
+                created_at TEXT NOT NULL
+            )""",
+            "CREATE UNIQUE INDEX IF NOT EXISTS kaos_mem_keys_owner ON kaos_mem_keys (grp, owner)",
+            # A turn's record id, bound into its sealed content (NULL: written in the clear).
+            "ALTER TABLE kaos_mem_turns ADD COLUMN rid TEXT",
         ),
     ),
 )

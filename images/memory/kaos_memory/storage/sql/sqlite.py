@@ -16,7 +16,12 @@ from typing import Any
 from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor, Statement
 
 TYPES = ColumnTypes(
-    identity="INTEGER PRIMARY KEY AUTOINCREMENT", bigint="INTEGER", boolean="INTEGER", double="REAL"
+    identity="INTEGER PRIMARY KEY AUTOINCREMENT",
+    bigint="INTEGER",
+    boolean="INTEGER",
+    double="REAL",
+    # SQLite before 3.43 has no octet_length; a text cast to a blob is its UTF-8 bytes.
+    octets="length(CAST({} AS BLOB))",
 )
 
 

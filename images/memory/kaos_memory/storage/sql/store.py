@@ -18,7 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Concatenate, ParamSpec, TypeVar
 
 from kaos_memory.clock import Clock, wall_clock
-from kaos_memory.scope import Attribution, Scope
+from kaos_memory.crypto.kek import KeyEncryptionKey, KeyUnreadable
+from kaos_memory.crypto.keyring import DataKey, KeyGone, Keyring, StoredKey, owner_of
+from kaos_memory.scope import Attribution, Scope, conversation_key
 from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor, AuditEntry
 from kaos_memory.storage.base import (
     Appended,
@@ -33,9 +35,26 @@ from kaos_memory.storage.base import (
     NewTurn,
     PendingSession,
     SessionRead,
+    StoredDigest,
+    StoredSession,
+    StoredTurn,
     Tombstone,
 )
-from kaos_memory.storage.sql import audit, erasure, folds, leases, schema, window
+from kaos_memory.storage.errors import StorageError, StorageUnavailable
+from kaos_memory.storage.limits import WriteQuota
+from kaos_memory.storage.sql import (
+    audit,
+    erasure,
+    folds,
+    keys,
+    leases,
+    portable,
+    receipt_keys,
+    schema,
+    sealing,
+    window,
+)
+from kaos_memory.storage.sql import retention as retention_sql
 from kaos_memory.storage.sql.dialect import Dialect, LoopReads, Tx
 from kaos_memory.storage.sql.errors import wrap
 from kaos_memory.storage.sql.folds import ExtractionOutcome
@@ -60,6 +79,15 @@ async def _wrapped(work: Awaitable[T]) -> T:
         raise wrapped from exc
 
 
+async def _key_for(ring: Keyring, owner: str) -> DataKey:
+    """The owner's key; a KEK that cannot unwrap it is the store being unavailable (a
+    configuration to fix), never a reason to write in the clear or under another key."""
+    try:
+        return await ring.key_for(owner)
+    except KeyUnreadable as exc:
+        raise StorageUnavailable("the owner's data key does not unwrap") from exc
+
+
 class SqlConversationStore:
     def __init__(self, dialect: Dialect, *, clock: Clock = wall_clock) -> None:
         self._db = dialect
@@ -67,6 +95,15 @@ class SqlConversationStore:
         self._pool: ThreadPoolExecutor | None = None
         # Known once: a runtime protocol check costs more than the read it would route.
         self._loop_reads = dialect if isinstance(dialect, LoopReads) else None
+        # Set: every text is sealed under its owner's key (``encrypt``).
+        self.keyring: Keyring | None = None
+
+    def encrypt(self, group: str, kek: KeyEncryptionKey, capacity: int) -> Keyring:
+        """Seal every text from now on under per-owner keys of ``group`` wrapped by ``kek``,
+        in this store's key table; the keyring (the long-term tier seals with it too).
+        Before ``start``."""
+        self.keyring = Keyring(group, self, kek, capacity=capacity)
+        return self.keyring
 
     def _in_transaction(
         self, fn: Callable[Concatenate[Tx, P], T], /, *a: P.args, **k: P.kwargs
@@ -93,6 +130,8 @@ class SqlConversationStore:
         )
         await self._hop(self._db.open)
         await self._run(schema.migrate)
+        if self.keyring is not None:
+            self.keyring.start()
         if self._loop_reads is not None:
             await _wrapped(self._loop_reads.open_async())
 
@@ -100,6 +139,8 @@ class SqlConversationStore:
         if self._pool is None:
             return
         try:
+            if self.keyring is not None:
+                await self.keyring.close()
             if self._loop_reads is not None:
                 await self._loop_reads.close_async()
             await self._hop(self._db.close)
@@ -113,15 +154,36 @@ class SqlConversationStore:
     # --- the window -----------------------------------------------------------------------
 
     async def append(
-        self, attribution: Attribution, turns: list[NewTurn], infer: bool, policy: FoldPolicy
+        self,
+        attribution: Attribution,
+        turns: list[NewTurn],
+        infer: bool,
+        policy: FoldPolicy,
+        quota: WriteQuota | None = None,
     ) -> Appended:
-        return await self._run(window.append, attribution, turns, infer, policy)
+        ring = self.keyring
+        if ring is None:
+            return await self._run(window.append, attribution, turns, infer, policy, quota)
+        owner = owner_of(attribution.principal, attribution.agent)
+        for _ in range(3):
+            data_key = await _key_for(ring, owner)
+            sealed = sealing.seal_turns(ring, data_key, attribution.key, turns)
+            try:
+                return await self._run(
+                    window.append, attribution, sealed, infer, policy, quota, data_key.id.hex()
+                )
+            except KeyGone:
+                ring.evict(owner)  # shredded by a forget meanwhile: the owner's new key
+        raise StorageError("the owner's data key keeps disappearing")
 
     async def is_attributed(self, key: str, principal: str) -> bool:
         return await self._run(window.is_attributed, key, principal)
 
     async def latest_digest(self, key: str) -> Digest | None:
-        return await self._run(window.latest_digest, key)
+        digest = await self._run(window.latest_digest, key)
+        if self.keyring is None:
+            return digest
+        return await sealing.open_digest(self.keyring, key, digest)
 
     async def read_session(
         self, key: str, principal: str | None, limit: int, *, turns: bool, digest: bool
@@ -132,7 +194,16 @@ class SqlConversationStore:
             if self._pool is None:
                 raise RuntimeError("conversation store is not started")
             results = await _wrapped(self._loop_reads.read_async(statements))
+            if self.keyring is not None:
+                return await sealing.read_rows(
+                    self.keyring, key, results, principal, turns=turns, digest=digest
+                )
             return window.session_read(results, principal, turns=turns, digest=digest)
+        if self.keyring is not None:
+            rows = await self._hop(functools.partial(self._db.read, statements))
+            return await sealing.read_rows(
+                self.keyring, key, rows, principal, turns=turns, digest=digest
+            )
 
         def read() -> SessionRead:
             results = self._db.read(statements)
@@ -145,22 +216,39 @@ class SqlConversationStore:
 
     # --- the outbox -----------------------------------------------------------------------
 
+    async def _opened(self, found: list[Fold]) -> list[Fold]:
+        if self.keyring is None or not found:
+            return found
+        return await sealing.open_folds(self.keyring, found)
+
+    async def _opened_one(self, found: Fold | None) -> Fold | None:
+        return None if found is None else (await self._opened([found]))[0]
+
     async def claim_fold(self, key: str, session: str, policy: FoldPolicy) -> Fold | None:
-        return await self._run(folds.claim_fold, key, session, policy)
+        return await self._opened_one(await self._run(folds.claim_fold, key, session, policy))
 
     async def flush_session(self, key: str, session: str, idle_since: str) -> Fold | None:
-        return await self._run(folds.flush_session, key, session, idle_since)
+        found = await self._run(folds.flush_session, key, session, idle_since)
+        return await self._opened_one(found)
 
     async def pending_digest_folds(self, key: str) -> list[Fold]:
-        return await self._run(folds.pending_digest_folds, key)
+        return await self._opened(await self._run(folds.pending_digest_folds, key))
 
     async def add_digest(
         self, key: str, summary: str, fold_ids: list[int], retention: int
     ) -> int | None:
-        return await self._run(folds.add_digest, key, summary, fold_ids, retention)
+        ring = self.keyring
+        if ring is None:
+            return await self._run(folds.add_digest, key, summary, fold_ids, retention)
+        data_key = await _key_for(ring, owner_of(*await self._run(window.session_owner, key)))
+
+        def sealed(version: int) -> str:
+            return data_key.seal(summary, sealing.digest_record(key, version))
+
+        return await self._run(folds.add_digest, key, sealed, fold_ids, retention)
 
     async def next_extraction(self, key: str) -> Fold | None:
-        return await self._run(folds.next_extraction, key)
+        return await self._opened_one(await self._run(folds.next_extraction, key))
 
     async def begin_extraction(self, fold: Fold, owner: str) -> int | None:
         return await self._run(folds.begin_extraction, fold, owner)
@@ -212,6 +300,12 @@ class SqlConversationStore:
     async def audit(self, group: str, limit: int, before: int | None) -> list[AuditEntry]:
         return await self._run(audit.entries, group, limit, before)
 
+    async def add_receipt(self, audit_id: int, receipt: str) -> None:
+        await self._run(audit.add_receipt, audit_id, receipt)
+
+    async def receipt_signing_key(self, group: str, candidate: str) -> str:
+        return await self._run(receipt_keys.signing_key, group, candidate)
+
     async def live_leases(self, keys: list[str]) -> int:
         return await self._run(erasure.live_leases, keys)
 
@@ -221,5 +315,75 @@ class SqlConversationStore:
     async def pending_erasures(self, limit: int) -> list[Tombstone]:
         return await self._run(erasure.pending_erasures, limit)
 
+    # --- retention and quotas (``kaos_memory.retention``, ``kaos_memory.quota``) ----------
+
+    async def sessions_idle_since(self, group: str, before: str, limit: int) -> list[IdleSession]:
+        return await self._run(retention_sql.sessions_idle_since, group, before, limit)
+
+    async def record_expiry(self, group: str, actor: Actor, facts: int) -> int:
+        return await self._run(retention_sql.record_expiry, group, actor, facts)
+
+    async def prune_write_rates(self) -> int:
+        return await self._run(retention_sql.prune_write_rates)
+
     async def reclaim(self) -> None:
         await self._hop(self._db.reclaim)
+
+    # --- the key table (``crypto.keyring.KeyTable``) ---------------------------------------
+
+    async def find_key(self, group: str, owner: str) -> StoredKey | None:
+        return await self._run(keys.find, group, owner)
+
+    async def load_key(self, key_id: str) -> StoredKey | None:
+        return await self._run(keys.load, key_id)
+
+    async def insert_key(self, key: StoredKey) -> StoredKey:
+        return await self._run(keys.insert, key)
+
+    async def delete_key(self, group: str, owner: str) -> int:
+        return await self._run(keys.delete, group, owner)
+
+    # --- export and import (``kaos_memory.portable``) -------------------------------------
+
+    async def export_sessions(
+        self, selector: ErasureSelector, after: str | None, limit: int
+    ) -> list[StoredSession]:
+        return await self._run(portable.sessions, selector, after, limit)
+
+    async def export_turns(
+        self, session: StoredSession, selector: ErasureSelector, after: int | None, limit: int
+    ) -> tuple[list[StoredTurn], int | None]:
+        found = await self._run(portable.turns, session, selector, after, limit)
+        # Where the next page starts, read before sealed turns whose key is gone drop out.
+        following = found[-1].seq if len(found) == limit else None
+        if self.keyring is not None and found:
+            found = await portable.opened_turns(self.keyring, session.key, found)
+        return found, following
+
+    async def export_digests(self, session: StoredSession) -> list[StoredDigest]:
+        found = await self._run(portable.digests, session)
+        if self.keyring is None:
+            return found
+        return await portable.opened_digests(self.keyring, session.key, found)
+
+    async def session_principals(self, key: str) -> set[str]:
+        return await self._run(portable.principals, key)
+
+    async def import_session(
+        self, group: str, session: str, turns: list[StoredTurn], digests: list[StoredDigest]
+    ) -> tuple[int, int]:
+        key = conversation_key(group, session)
+        ring = self.keyring
+        if ring is None:
+            return await self._run(portable.import_session, key, group, session, turns, digests)
+        owner = await self._run(window.session_owner, key)
+        if owner == (None, None) and turns:
+            owner = (turns[0].principal, turns[0].agent)
+        for _ in range(3):
+            sealed = await portable.sealed(ring, key, turns, digests, owner)
+            try:
+                return await self._run(portable.import_session, key, group, session, *sealed)
+            except KeyGone:
+                for t in turns:
+                    ring.evict(owner_of(t.principal, t.agent))
+        raise StorageError("the owner's data key keeps disappearing")

@@ -7,6 +7,7 @@ outbox entry) in that same transaction: a crash after the answer cannot lose the
 
 from __future__ import annotations
 
+from kaos_memory.crypto.keyring import KeyGone
 from kaos_memory.scope import Attribution
 from kaos_memory.storage.base import (
     ActiveStats,
@@ -17,7 +18,8 @@ from kaos_memory.storage.base import (
     SessionBound,
     SessionRead,
 )
-from kaos_memory.storage.sql import folds
+from kaos_memory.storage.limits import WriteQuota
+from kaos_memory.storage.sql import folds, retention
 from kaos_memory.storage.sql.dialect import Statement, Tx
 from kaos_memory.storage.sql.rows import (
     LATEST_DIGEST,
@@ -33,6 +35,7 @@ __all__ = [
     "idle_sessions",
     "is_attributed",
     "latest_digest",
+    "session_owner",
     "session_read",
     "session_statements",
 ]
@@ -42,9 +45,28 @@ __all__ = [
 NONE = ""
 
 
+_INSERT_TURN = (
+    "INSERT INTO kaos_mem_turns (key, role, content, tokens, at, principal, agent, infer, rid)"
+)
+_INSERT_SEALED = (
+    _INSERT_TURN + " SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s"
+    " WHERE EXISTS (SELECT 1 FROM kaos_mem_keys WHERE id = %s)"
+)
+
+
 def append(
-    tx: Tx, attribution: Attribution, turns: list[NewTurn], infer: bool, policy: FoldPolicy
+    tx: Tx,
+    attribution: Attribution,
+    turns: list[NewTurn],
+    infer: bool,
+    policy: FoldPolicy,
+    quota: WriteQuota | None = None,
+    key_id: str | None = None,
 ) -> Appended:
+    """Write ``turns`` (sealed under the key ``key_id`` names, or in the clear for None)."""
+    if quota is not None:
+        # Before anything is written: a refused write rolls back with nothing in it.
+        retention.check_quota(tx, attribution, turns, quota)
     key = attribution.key
     at = tx.now_iso
     # The session row first: it serialises writers of one session, and every transaction
@@ -73,20 +95,23 @@ def append(
     if owners and attribution.principal not in owners:
         raise SessionBound(key)
     for turn in turns:
-        tx.execute(
-            "INSERT INTO kaos_mem_turns (key, role, content, tokens, at, principal, agent,"
-            " infer) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                key,
-                turn.role,
-                turn.content,
-                turn.tokens,
-                at,
-                attribution.principal,
-                attribution.agent,
-                infer,
-            ),
+        values = (
+            key,
+            turn.role,
+            turn.content,
+            turn.tokens,
+            at,
+            attribution.principal,
+            attribution.agent,
+            infer,
+            turn.rid,
         )
+        if key_id is None:
+            tx.execute(_INSERT_TURN + " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", values)
+        # Sealed: only while its key row still exists (a forget on another replica may
+        # have shredded the key this replica cached); nothing is written otherwise.
+        elif tx.execute(_INSERT_SEALED, (*values, key_id)).rowcount < 1:
+            raise KeyGone(key_id)
     tx.execute(
         "INSERT INTO kaos_mem_attribution (key, grp, session, principal, agent)"
         " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
@@ -149,6 +174,14 @@ def session_read(
     window = [turn_row(r) for r in next(rows)] if turns else []
     latest = next(rows) if digest else []
     return SessionRead(turns=window, digest=digest_row(latest[0] if latest else None))
+
+
+def session_owner(tx: Tx, key: str) -> tuple[str | None, str | None]:
+    """Whose the session's digest is: its principal if it has one, else an agent's."""
+    rows = tx.all("SELECT principal, agent FROM kaos_mem_attribution WHERE key = %s", (key,))
+    for principal, agent in sorted(rows, key=lambda r: (r[0] == NONE, r[1] == NONE, r)):
+        return (principal or None, agent or None)
+    return (None, None)
 
 
 def idle_sessions(tx: Tx, idle_since: str, limit: int) -> list[IdleSession]:

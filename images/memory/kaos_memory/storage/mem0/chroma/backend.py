@@ -47,6 +47,8 @@ def _chroma_internal_error() -> type[BaseException]:
 
 # Chroma's own SQLite file, in its directory.
 CHROMA_FILE = "chroma.sqlite3"
+# The most facts a count reads through Chroma while the listing index is not complete.
+COUNT_SCAN_LIMIT = 1_000_000
 
 
 class ChromaBackend:
@@ -167,10 +169,21 @@ class ChromaBackend:
         return facts.page(self.memory, filters, limit, after)
 
     def select(self, filters: Filters, limit: int) -> Sequence[Row]:
-        listed = self.memory.vector_store.list(filters=filters, top_k=limit)
+        # The payloads as stored (an erasure selects facts whose key is already shredded):
+        # past the sealing wrapper, when there is one (``sealed``).
+        store = self.memory.vector_store
+        listed = getattr(store, "inner", store).list(filters=filters, top_k=limit)
         if listed and isinstance(listed[0], list):
             listed = listed[0]
         return [(str(r.id), r.payload) for r in listed]
+
+    def count(self, filters: Filters) -> int:
+        # The listing index answers from its filter shape's index; until it is known
+        # complete, Chroma's own filtered listing does.
+        ids = facts.scope_ids(self.memory, filters)
+        if ids is None:
+            return len(self.select(filters, COUNT_SCAN_LIMIT))
+        return len(ids)
 
     def ping(self) -> None:
         self.memory.vector_store.collection.count()

@@ -159,6 +159,10 @@ class PgvectorBackend:
     def select(self, filters: Filters, limit: int) -> Sequence[Row]:
         return self.page(filters, limit, None)
 
+    def count(self, filters: Filters) -> int:
+        store = self.memory.vector_store
+        return facts.count(store.connection_pool, store.collection_name, filters)
+
     def ping(self) -> None:
         self.memory.vector_store.list(filters={"run_id": WILDCARD}, top_k=1)
 

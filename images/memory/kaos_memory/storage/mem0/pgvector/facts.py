@@ -288,6 +288,15 @@ def page(pool: Any, table: str, filters: Filters, limit: int, after: Position | 
     return [(str(r[0]), r[1]) for r in rows]
 
 
+def count(pool: Any, table: str, filters: Filters) -> int:
+    """How many facts are inside ``filters``, through the same indexes as ``page``."""
+    where, params = _where(filters)
+    query = sql.SQL("SELECT COUNT(*) FROM {} WHERE {}").format(sql.Identifier(table), where)
+    with pool.connection() as conn:
+        row = conn.execute(query, params).fetchone()
+    return int(row[0])
+
+
 def delete(pool: Any, table: str, facts: list[Row]) -> int:
     """Delete ``facts`` (id and payload), one statement per principal: naming the principal
     lets a partitioned table read one partition, where Mem0's delete by id alone probes
