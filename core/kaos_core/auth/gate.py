@@ -26,6 +26,7 @@ from kaos_core.auth.verify import (
     JwksVerifier,
     TokenVerifier,
     Unauthenticated,
+    VerifiedWorkload,
     discovery_source,
 )
 from kaos_core.wire import AGENT_IDENTITY_HEADER, AGENT_TOKEN_HEADER, header_values
@@ -117,7 +118,11 @@ class CallerGate:
         """The listed caller the token proves; ``Unauthenticated`` (401) for a token that
         fails verification, ``Forbidden`` (403) for a caller the file does not list,
         ``VerifierUnavailable`` (503)."""
-        workload = await self.verifier.verify(token, self.audience)
+        return self.listed(await self.verifier.verify(token, self.audience))
+
+    def listed(self, workload: VerifiedWorkload) -> Caller:
+        """The caller the callers file lists for a verified workload; ``Forbidden`` (403)
+        for one it does not list."""
         caller = self.callers.lookup(workload.namespace, workload.service_account)
         if caller is None:
             log.info(

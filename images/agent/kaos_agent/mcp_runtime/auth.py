@@ -88,20 +88,7 @@ class McpGate(CallerGate):
             raise self.challenged(exc) from None
         if self.lister == (workload.namespace, workload.service_account):
             return None
-        caller = self.callers.lookup(workload.namespace, workload.service_account)
-        if caller is None:
-            log.info(
-                "caller refused: not in the callers file",
-                extra={
-                    "audience": self.audience,
-                    "namespace": workload.namespace,
-                    "sa": workload.service_account,
-                },
-            )
-            raise Forbidden(
-                f"service account {workload.namespace}/{workload.service_account} is not"
-                f" {self.not_listed}"
-            )
+        caller = self.listed(workload)
         self.check_claim(caller, parse_identity(headers).agent)
         return caller
 
