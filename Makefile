@@ -104,10 +104,10 @@ lint: $(STAMP) tools ## ruff, mypy, the import contracts (.importlinter) and she
 	shellcheck $(SHELL_SCRIPTS)
 
 .PHONY: test
-test: $(STAMP) services images lint docs ## everything CI runs: lint, types, the docs site, all tests
+test: $(STAMP) services images lint docs ## everything CI runs: lint, types, the docs site, all tests (the slowest named at the end, to keep CI time in check)
 	eval "$$(hack/postgres env)"; \
 	eval "$$(hack/k8s-build --print-env | sed 's/^/export /')"; export PATH="$$KAOS_K8S_BIN:$$PATH"; \
-	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -p no:cacheprovider --durations=30 $(PYTEST_ARGS)
 
 # MkDocs runs from its own virtualenv in ~/.cache/kaos/docs (hack/docs makes it, pinned by
 # hack/docs-requirements.txt); the project's venv generates the CLI reference page.

@@ -106,8 +106,11 @@ async def measure(
         for name, op in ops_by_name.items():
             latencies: dict[str, list[float]] = {k: [] for k in services}
             for i in range(ops):
-                # Alternate which service goes first, so neither is always the warm one.
-                order = list(services) if i % 2 == 0 else list(reversed(services))
+                # Rotate which service goes first: each takes every place in turn, so none
+                # is always the warm one (with three, reversing left the middle one never
+                # following itself and the other two doing so every other round).
+                names = list(services)
+                order = names[i % len(names) :] + names[: i % len(names)]
                 for key in order:
                     svc, hdrs = services[key]
                     started = time.perf_counter()

@@ -129,6 +129,21 @@ it), else a fresh random one. Rendered once, in devpgvector-secret.yaml. */}}
 {{- end }}
 {{- end }}
 
+{{/* --------------------------------------------------------------- memory keys */}}
+
+{{- define "kaos.memoryKeys.labels" -}}
+{{ include "kaos.labels" . }}
+app.kubernetes.io/component: memory-keys
+{{- end }}
+
+{{- define "kaos.memoryKeys.kekName" -}}
+{{- default (printf "%s-memory-kek" (include "kaos.fullname" .)) .Values.memoryKeys.kek.name }}
+{{- end }}
+
+{{- define "kaos.memoryKeys.receiptKeyName" -}}
+{{- default (printf "%s-memory-receipt-key" (include "kaos.fullname" .)) .Values.memoryKeys.receiptKey.name }}
+{{- end }}
+
 {{/* ---------------------------------------------------------------- validation */}}
 
 {{/* Values that the schema cannot relate to each other: fail with one clear line. */}}
@@ -137,11 +152,12 @@ it), else a fresh random one. Rendered once, in devpgvector-secret.yaml. */}}
 {{- if and (gt (int $op.replicas) 1) (not $op.leaderElection.enabled) }}
 {{- fail "operator.replicas > 1 needs operator.leaderElection.enabled=true: replicas without leader election would reconcile the same objects concurrently" }}
 {{- end }}
+{{- $mk := .Values.memoryKeys }}
+{{- if and $mk.extraNamespaces (not (or $mk.kek.create $mk.receiptKey.create)) }}
+{{- fail "memoryKeys.extraNamespaces needs memoryKeys.kek.create=true or memoryKeys.receiptKey.create=true: there is no Secret to create there" }}
+{{- end }}
 {{- if and .Values.posture.userIssuer (not .Values.posture.securityEnabled) }}
 {{- fail "posture.userIssuer needs posture.securityEnabled=true: user identity is part of the secured posture" }}
-{{- end }}
-{{- if and .Values.posture.userRbac (not .Values.posture.userIssuer) }}
-{{- fail "posture.userRbac needs posture.userIssuer: RBAC is asked about verified users" }}
 {{- end }}
 {{- $pdb := $op.podDisruptionBudget }}
 {{- if $pdb.enabled }}

@@ -30,6 +30,8 @@ from kaos_core.errors import BadRequest
 from kaos_core.memory.client import MemoryRequestRejected, MemoryServiceClient, MemoryUnavailable
 from kaos_core.memory.contract import (
     ALL_TIERS,
+    AuditAction,
+    AuditRecord,
     AuditResponse,
     ForgetResponse,
     Level,
@@ -125,7 +127,7 @@ def _run(args: argparse.Namespace, call: str) -> Any:
                     "it is unreachable or not ready",
                 )
             if call == "audit":
-                return await client.audit(limit=args.limit, cursor=args.cursor)
+                return await client.audit(limit=args.limit, cursor=args.cursor, action=args.action)
             include = tiers(args)
             ident: dict[str, Any] = {"session_id": args.session, "principal": args.principal}
             if call == "recall":
@@ -214,44 +216,55 @@ def forget_cmd(args: argparse.Namespace) -> int:
 def audit_cmd(args: argparse.Namespace) -> int:
     response: AuditResponse = _run(args, "audit")
     if not _dump(response, args):
-        rows = []
-        for r in response.records:
-            gone = r.forgotten
-            actor = r.actor.name or r.actor.kind
-            rows.append(
-                [
-                    r.id,
-                    r.at,
-                    actor if r.actor.verified else f"{actor} (unverified)",
-                    r.scope.level,
-                    r.scope.principal,
-                    r.scope.agent,
-                    r.scope.session,
-                    gone.short_term,
-                    gone.medium_term,
-                    gone.long_term,
-                    "yes" if r.final else "pending",
-                ]
-            )
         table(
             [
                 "id",
                 "at",
+                "action",
                 "by",
                 "level",
                 "principal",
                 "agent",
                 "session",
-                "short",
-                "medium",
-                "long",
-                "final",
+                "turns",
+                "digests",
+                "facts",
+                "skipped",
+                "status",
             ],
-            rows,
+            [_audit_row(r) for r in response.records],
         )
         if response.next_cursor:
             print(f"\nmore: --cursor {response.next_cursor}")
     return 0
+
+
+def _audit_row(r: AuditRecord) -> list[object]:
+    """A forget's rows erased and whether it is final; an export's or import's records
+    moved and how it ended (its outcome). Turns, digests and facts are the short-, medium-
+    and long-term tiers."""
+    actor = r.actor.name or r.actor.kind
+    action = r.action if r.source in (None, "kaos") else f"{r.action} ({r.source})"
+    if r.moved is None:
+        gone = r.forgotten
+        counts: list[object] = [gone.short_term, gone.medium_term, gone.long_term, None]
+        status: str | None = "final" if r.final else "pending"
+    else:
+        moved = r.moved
+        counts = [moved.turns, moved.digests, moved.facts, moved.skipped]
+        status = r.outcome
+    return [
+        r.id,
+        r.at,
+        action,
+        actor if r.actor.verified else f"{actor} (unverified)",
+        r.scope.level,
+        r.scope.principal,
+        r.scope.agent,
+        r.scope.session,
+        *counts,
+        status,
+    ]
 
 
 def _print_read(response: RecallResponse, args: argparse.Namespace, *, scored: bool) -> None:
@@ -407,10 +420,15 @@ memory_group.add_command(verify_receipt_command)
 
 
 @memory_group.command(
-    "audit", help="The store's erasure records, newest first: who, when, scope, rows per tier."
+    "audit",
+    help="The store's erasures, exports and imports, newest first: who, when, scope, records"
+    " per tier, how each ended.",
 )
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
 @click.option("--cursor", default=None, help="next cursor of the previous page")
+@click.option(
+    "--action", type=click.Choice(get_args(AuditAction)), default=None, help="only these records"
+)
 @_store_options
 def audit_command(cx: Cx, **params: Any) -> int:
     params.setdefault("agent", None)

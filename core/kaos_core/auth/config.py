@@ -3,6 +3,8 @@ the operator import it; only ``kaos_core.auth.verify`` needs PyJWT)."""
 
 from __future__ import annotations
 
+import re
+import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -56,6 +58,102 @@ class UserFields(Protocol):
     def user_leeway(self) -> float: ...
 
 
+# What each placeholder of a per-agent user audience stands for, as a pattern: an Agent's
+# namespace (a DNS-1123 label) and name (a DNS-1123 subdomain), as in its identity
+# (``kaos_core.wire.AGENT_IDENTITY_RE``).
+AUDIENCE_PLACEHOLDERS = {
+    "namespace": r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?",
+    "name": r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?",
+}
+_AGENT_IDENTITY_PREFIX = "kaos://agent/"
+
+
+class UserAudience:
+    """The audience (``aud``) end users' tokens carry: one for every agent (a literal, such
+    as ``kaos``), or each agent's own, from a template naming its namespace and name
+    (``kaos.dev/agent/{namespace}/{name}``), so a token a client got for one agent is not
+    accepted by another.
+
+    An agent accepts a user's token sent to it only for its own audience (``of_agent``);
+    the user's token forwarded to it by a verified agent, and to the memory service, for
+    any audience of the template's form (``matches``): the calling agent vouches for the
+    user it acts for, and the token must still have been meant for some agent. A literal
+    is both, exactly. A template that is not usable is refused (``ValueError`` naming what
+    is wrong): only the placeholders ``{namespace}`` and ``{name}``, each at most once,
+    with text besides them; ``{{`` and ``}}`` are literal braces."""
+
+    def __init__(self, template: str) -> None:
+        if not template.strip():
+            raise ValueError("the audience must not be empty")
+        try:
+            parsed = list(string.Formatter().parse(template))
+        except ValueError:
+            raise ValueError(
+                f"audience template {template!r} has an unmatched brace (write {{{{ or }}}}"
+                " for a literal one)"
+            ) from None
+        known = ", ".join(f"{{{name}}}" for name in AUDIENCE_PLACEHOLDERS)
+        pattern: list[str] = []
+        placeholders: list[str] = []
+        for text, placeholder, spec, conversion in parsed:
+            pattern.append(re.escape(text))
+            if placeholder is None:
+                continue
+            if placeholder not in AUDIENCE_PLACEHOLDERS or spec or conversion:
+                raise ValueError(
+                    f"audience template {template!r} has a placeholder other than {known}"
+                )
+            if placeholder in placeholders:
+                raise ValueError(
+                    f"audience template {template!r} names {{{placeholder}}} more than once"
+                )
+            placeholders.append(placeholder)
+            pattern.append(AUDIENCE_PLACEHOLDERS[placeholder])
+        self.literal = "".join(text for text, *_ in parsed)
+        if placeholders and not self.literal.strip():
+            # A bare "{name}" would match the audiences of other services too.
+            raise ValueError(f"audience template {template!r} needs text besides {known}")
+        self.template = template
+        self.placeholders = frozenset(placeholders)
+        self._pattern = re.compile("".join(pattern))
+
+    def __repr__(self) -> str:
+        return f"UserAudience({self.template!r})"
+
+    def __str__(self) -> str:
+        return self.template
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UserAudience) and other.template == self.template
+
+    def __hash__(self) -> int:
+        return hash(self.template)
+
+    @property
+    def per_agent(self) -> bool:
+        """Whether each agent has its own audience (the template has placeholders)."""
+        return bool(self.placeholders)
+
+    def of_agent(self, namespace: str, name: str) -> str:
+        """The audience of the Agent ``namespace/name`` (the literal for every agent)."""
+        return self.template.format(namespace=namespace, name=name)
+
+    def of_identity(self, identity: str) -> str:
+        """The audience of the agent whose identity is ``kaos://agent/<ns>/<name>``."""
+        namespace, _, name = identity.removeprefix(_AGENT_IDENTITY_PREFIX).partition("/")
+        if not identity.startswith(_AGENT_IDENTITY_PREFIX) or not namespace or not name:
+            raise ValueError(f"{identity!r} is not an agent identity (kaos://agent/<ns>/<name>)")
+        return self.of_agent(namespace, name)
+
+    def matches(self, audience: str) -> bool:
+        """Whether ``audience`` is the audience of some agent (for a literal: is it)."""
+        return self._pattern.fullmatch(audience) is not None
+
+
+# What a token's ``aud`` is checked against: exactly one audience, or a template's form.
+Audience = str | UserAudience
+
+
 @dataclass(frozen=True)
 class UserAuthSettings:
     """How a service verifies end users' OIDC tokens (``kaos_core.auth.oidc``); the agent
@@ -69,6 +167,14 @@ class UserAuthSettings:
     leeway: float = DEFAULT_LEEWAY
     # The client a token must have been issued to (``azp``/``client_id``); None: any.
     authorized_party: str | None = None
+
+    def __post_init__(self) -> None:
+        UserAudience(self.audience)  # refused here, before any token is verified
+
+    @property
+    def user_audience(self) -> UserAudience:
+        """``audience`` as a literal or a per-agent template."""
+        return UserAudience(self.audience)
 
     @classmethod
     def of(cls, fields: UserFields) -> UserAuthSettings | None:

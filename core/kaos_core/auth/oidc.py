@@ -13,8 +13,10 @@ forwards, so neither trusts a principal it was told. ``UserVerifier`` checks:
   only, so neither
   ``alg: none`` nor an HMAC keyed with the public key verifies; a verified signature is
   remembered by the token's hash);
-- ``iss`` (exactly the issuer), ``aud`` (contains the configured audience), ``exp``,
-  ``nbf`` and ``iat`` with a leeway; when an authorized party is configured, ``azp`` (or
+- ``iss`` (exactly the issuer), ``aud`` (contains the configured audience; for a
+  per-agent template, ``UserAudience``, an audience of its form, or exactly the one the
+  caller names: an agent names its own for a token sent to it directly), ``exp``, ``nbf``
+  and ``iat`` with a leeway; when an authorized party is configured, ``azp`` (or
   ``client_id``) is that client;
 - the principal claim (``sub`` by default): a non-empty string that is a valid principal
   (``validate_subject``: printable, bounded, never the wildcard) and never in a form
@@ -34,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaos_core.auth.config import UserAuthSettings
+from kaos_core.auth.config import Audience, UserAuthSettings
 from kaos_core.auth.verify import (
     KEY_REFETCH_INTERVAL,
     Clock,
@@ -73,7 +75,7 @@ def check_user_claims(
     claims: Mapping[str, Any],
     *,
     issuer: str,
-    audience: str,
+    audience: Audience,
     principal_claim: str,
     now: float,
     leeway: float,
@@ -118,7 +120,8 @@ def is_reserved_principal(value: str) -> bool:
 
 
 class UserVerifier:
-    """An issuer's user tokens, verified for one audience."""
+    """An issuer's user tokens, verified for the configured audience (or, per call, one
+    audience of it)."""
 
     def __init__(
         self,
@@ -128,6 +131,7 @@ class UserVerifier:
         clock: Clock = time.time,
     ) -> None:
         self.settings = settings
+        self.audience = settings.user_audience
         self._keys = keys
         self._clock = clock
 
@@ -144,15 +148,25 @@ class UserVerifier:
         )
         return cls(settings, keys=keys, clock=clock)
 
-    async def verify(self, token: str) -> VerifiedUser:
-        """The user ``token`` proves; ``Unauthenticated`` (401) or ``VerifierUnavailable``."""
+    async def verify(self, token: str, audience: str | None = None) -> VerifiedUser:
+        """The user ``token`` proves; ``Unauthenticated`` (401) or ``VerifierUnavailable``.
+
+        The token must carry ``audience`` when given (an agent's own), else the configured
+        audience: the literal, or any audience of a per-agent template's form."""
         token = token.strip()
         claims = await self._keys.verified_claims(token)
         s = self.settings
+        expected: Audience = (
+            audience
+            if audience is not None
+            else self.audience
+            if self.audience.per_agent
+            else self.audience.literal
+        )
         principal, expires = check_user_claims(
             claims,
             issuer=s.issuer,
-            audience=s.audience,
+            audience=expected,
             principal_claim=s.principal_claim,
             now=self._clock(),
             leeway=s.leeway,

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 import aiohttp
 
 from kaos_core import errors
-from kaos_core.auth.config import DEFAULT_LEEWAY
+from kaos_core.auth.config import DEFAULT_LEEWAY, Audience, UserAudience
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.errors import KaosError
 from kaos_core.tracing import client_session
@@ -183,14 +183,16 @@ def check_lifetime(claims: Mapping[str, Any], *, now: float, leeway: float) -> f
 
 
 def check_registered(
-    claims: Mapping[str, Any], *, issuer: str, audience: str, now: float, leeway: float
+    claims: Mapping[str, Any], *, issuer: str, audience: Audience, now: float, leeway: float
 ) -> float:
-    """``iss`` (exactly), ``aud`` (contains ``audience``) and the lifetime; the expiry."""
+    """``iss`` (exactly), ``aud`` (contains ``audience``; for a per-agent template, an
+    audience of its form) and the lifetime; the expiry."""
     if claims.get("iss") != issuer:
         raise Unauthenticated("token was issued by another issuer")
     aud = claims.get("aud")
     audiences = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
-    if audience not in audiences:
+    meant = audience.matches if isinstance(audience, UserAudience) else audience.__eq__
+    if not any(isinstance(each, str) and meant(each) for each in audiences):
         raise Unauthenticated(f"token is not meant for audience {audience}")
     return check_lifetime(claims, now=now, leeway=leeway)
 

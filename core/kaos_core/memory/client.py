@@ -22,6 +22,7 @@ from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.http.failures import describe_failure
 from kaos_core.memory.contract import (
     ALL_TIERS,
+    AuditAction,
     AuditRequest,
     AuditResponse,
     ErrorResponse,
@@ -292,11 +293,17 @@ class MemoryServiceClient:
             return ForgetResponse(degraded=True)
 
     async def audit(
-        self, *, limit: int = 100, cursor: str | None = None, request_id: str | None = None
+        self,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        action: AuditAction | None = None,
+        request_id: str | None = None,
     ) -> AuditResponse:
-        """One page of the store's erasure audit, newest first (an administrator's call).
-        Never degraded: a failure raises ``MemoryUnavailable``."""
-        body = AuditRequest(limit=limit, cursor=cursor)
+        """One page of the store's audit (erasures, exports, imports; ``action``: only
+        those), newest first (an administrator's call). Never degraded: a failure raises
+        ``MemoryUnavailable``."""
+        body = AuditRequest(limit=limit, cursor=cursor, action=action)
         return await self._post("/v1/audit", body, Identity(), AuditResponse, request_id)
 
     async def ready(self) -> bool:

@@ -213,11 +213,18 @@ class ForgetResponse(_Response):
     signed_receipt: ErasureReceipt | None = None
 
 
+AuditAction = Literal["forget", "export", "import"]
+# ``started``: recorded, not yet ended (or its replica died on the way); ``incomplete``: an
+# export's stream broke off after it began; ``failed``: refused or failed before the end.
+TransferOutcome = Literal["started", "complete", "incomplete", "failed"]
+
+
 class AuditRequest(_Request):
-    """One page of the store's erasure audit, newest first."""
+    """One page of the store's audit (erasures, exports and imports), newest first."""
 
     limit: int = Field(default=100, ge=1, le=1000)
     cursor: str | None = Field(default=None, max_length=32, pattern=r"^[0-9]{1,20}$")
+    action: AuditAction | None = Field(default=None, description="only records of this action")
 
 
 class AuditActor(_Response):
@@ -237,17 +244,35 @@ class AuditScope(_Response):
     session: str | None = None
 
 
+class Moved(_Response):
+    """The records an export or import moved, and those the target already held."""
+
+    turns: int = 0
+    digests: int = 0
+    facts: int = 0
+    skipped: int = 0
+
+
 class AuditRecord(_Response):
-    """One erasure: who, when, which scope, how many rows per tier; never any content."""
+    """One erasure, export or import: who, when, which scope, how many records; never any
+    content. A forget's counts are ``forgotten`` (``final``: its erasure finished); an
+    export's or import's are ``moved`` (``final``: its ``outcome`` is ``complete``), its
+    ``forgotten`` all zero. An import's scope is the store (the file says whose records it
+    holds) and ``source`` its format (``kaos`` or ``mem0``)."""
 
     id: int
     at: str
+    action: AuditAction = "forget"
     actor: AuditActor
     scope: AuditScope
     forgotten: Forgotten
     final: bool
     # The signed receipt the forget answered with (``None`` for erasures before receipts).
     signed_receipt: ErasureReceipt | None = None
+    # How an export or import ended (``None`` for a forget).
+    outcome: TransferOutcome | None = None
+    moved: Moved | None = None
+    source: str | None = None
 
 
 class AuditResponse(_Response):

@@ -88,6 +88,24 @@ class Header:
 
 
 @dataclass(frozen=True)
+class Query:
+    """A query parameter; ``schema`` is its value's JSON schema."""
+
+    name: str
+    description: str
+    schema: Schema
+
+    def parameter(self) -> Schema:
+        return {
+            "name": self.name,
+            "in": "query",
+            "required": False,
+            "description": self.description,
+            "schema": self.schema,
+        }
+
+
+@dataclass(frozen=True)
 class Reply:
     """One documented status of an operation.
 
@@ -110,6 +128,9 @@ class Operation:
     replies: Mapping[int, Reply]
     headers: Sequence[Header] = ()
     body: type[BaseModel] | None = None
+    # A body that is not one JSON model (a file): media type -> raw schema. Not with ``body``.
+    raw_body: Mapping[str, Schema] = field(default_factory=dict)
+    query: Sequence[Query] = ()
     # Named request bodies: documentation, and the cases of schemathesis's examples phase.
     body_examples: Mapping[str, object] = field(default_factory=dict)
     # Models the document names (e.g. in a ``contentSchema``) that no reply uses directly.
@@ -150,13 +171,17 @@ def build_document(
             "description": op.description,
             "tags": list(op.tags),
         }
-        if op.headers:
-            entry["parameters"] = [h.parameter() for h in op.headers]
+        if op.headers or op.query:
+            params: list[Header | Query] = [*op.headers, *op.query]
+            entry["parameters"] = [p.parameter() for p in params]
         if op.body is not None:
             media: Schema = {"schema": refs[(op.body, "validation")]}
             if op.body_examples:
                 media["examples"] = {k: {"value": v} for k, v in op.body_examples.items()}
             entry["requestBody"] = {"required": True, "content": {JSON: media}}
+        elif op.raw_body:
+            raw = {media_type: {"schema": schema} for media_type, schema in op.raw_body.items()}
+            entry["requestBody"] = {"required": True, "content": raw}
         responses: dict[str, Any] = {}
         for status, reply in sorted(op.replies.items()):
             out: Schema = {"description": reply.description}

@@ -19,6 +19,7 @@ from kaos_core.auth.config import (
     REVIEW_CACHE_SECONDS,
     AuthMode,
     CallerAuthSettings,
+    UserAudience,
     UserAuthSettings,
 )
 from kaos_core.settings.model import ServiceSettings, SettingsGroup, group, setting
@@ -145,7 +146,12 @@ class UserAuth(SettingsGroup):
         default=None,
     )
     audience: str | None = setting(
-        "with a user issuer (required there): the audience user tokens must carry (`aud`)",
+        "with a user issuer (required there): the audience user tokens must carry (`aud`),"
+        " one for every agent (`kaos`), or a template of each agent's own with the"
+        " placeholders `{namespace}` and `{name}` (e.g. `kaos.dev/agent/{namespace}/{name}`):"
+        " an agent then accepts a token sent to it only for its own audience, and a token"
+        " forwarded by a verified agent (and the memory service any forwarded token) for an"
+        " audience of the template's form",
         env="USER_AUDIENCE",
         default=None,
         min_length=1,
@@ -191,6 +197,11 @@ class UserAuth(SettingsGroup):
         if not self.audience:
             issuer, audience = self.env_name("issuer", prefix), self.env_name("audience", prefix)
             found.append(f"{issuer} needs {audience}")
+        else:
+            try:
+                UserAudience(self.audience)
+            except ValueError as exc:
+                found.append(f"{self.env_name('audience', prefix)}: {exc}")
         return found + _not_https(
             {self.env_name(field, prefix): getattr(self, field) for field in ("issuer", "jwks_url")}
         )

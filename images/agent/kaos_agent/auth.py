@@ -17,9 +17,15 @@ is proven too (``UserAuth``):
 
 - an end user's call needs ``Authorization: Bearer <token>``: the user's OIDC token is
   verified (``kaos_core.auth.oidc``) and the principal is its principal claim; without a
-  token 401 with an RFC 6750 ``Bearer`` challenge;
+  token 401 with an RFC 6750 ``Bearer`` challenge. With a per-agent user audience
+  (``AGENT_USER_AUDIENCE`` a template such as ``kaos.dev/agent/{namespace}/{name}``) the
+  token must carry this agent's own audience, rendered from its identity: a token a
+  client got for another agent is 401 ``invalid_token`` here;
 - a verified delegation carries the user's token as the calling agent forwarded it
-  (``X-User-Token``), verified the same way; a delegation without one acts for no user,
+  (``X-User-Token``), verified the same way, but for any agent's audience of the
+  template's form (the token was meant for the agent the user called, which the
+  verified, listed caller vouches for; RBAC is still asked about the user); a
+  delegation without one acts for no user,
   so the run self-subjects (its principal is this agent's own identity, as an autonomous
   run's is) and never writes under a principal it was merely told (the derivation the
   memory service runs too, ``kaos_core.auth.principal``);
@@ -39,7 +45,7 @@ from collections.abc import Mapping
 
 from kaos_core.auth import names
 from kaos_core.auth.callers import Caller
-from kaos_core.auth.config import CallerAuthSettings, UserAuthSettings
+from kaos_core.auth.config import CallerAuthSettings, UserAudience, UserAuthSettings
 from kaos_core.auth.gate import CallerGate, presented_tokens
 from kaos_core.auth.invoke import InvokeAccess
 from kaos_core.auth.oidc import UserVerifier, VerifiedUser, bearer_challenge, bearer_token
@@ -133,6 +139,8 @@ class UserAuth:
     ) -> None:
         self.verifier = verifier
         self.own_identity = own_identity
+        # What a token sent to this agent directly must carry: its own audience.
+        self.own_audience = own_audience(verifier.audience, own_identity)
         # Whether RBAC lets each verified user invoke this agent; None: every verified user.
         self.access = access
 
@@ -177,7 +185,7 @@ class UserAuth:
                 code=MISSING_USER_TOKEN,
             )
         try:
-            return await self.verifier.verify(token)
+            return await self.verifier.verify(token, self.own_audience)
         except Unauthenticated as exc:
             raise Unauthenticated(f"user token refused: {exc.message}") from None
 
@@ -191,6 +199,19 @@ class UserAuth:
         await self.verifier.close()
         if self.access is not None:
             await self.access.close()
+
+
+def own_audience(audience: UserAudience, identity: str | None) -> str:
+    """The audience user tokens sent to the agent ``identity`` carry: the literal, or the
+    per-agent template rendered for it (``ValueError`` without an identity to render)."""
+    if not audience.per_agent:
+        return audience.literal
+    if identity is None:
+        raise ValueError(
+            f"the per-agent user audience {audience.template!r} needs the agent's identity"
+            " (AGENT_IDENTITY)"
+        )
+    return audience.of_identity(identity)
 
 
 class EdgeAuth:

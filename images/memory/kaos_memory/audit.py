@@ -1,4 +1,4 @@
-"""Who a request erases as, and the audit listing's wire form.
+"""Who a request erases (exports, imports) as, and the audit listing's wire form.
 
 The actor of a forget is what the edge verified: the admin user a SubjectAccessReview
 allowed (``kaos_memory.admin`` sets it on the request), else the agent of the identity
@@ -15,6 +15,7 @@ from kaos_core.memory.contract import (
     AuditScope,
     ErasureReceipt,
     Forgotten,
+    Moved,
 )
 from kaos_core.wire import Identity
 
@@ -36,9 +37,11 @@ def actor_of(request: web.Request, identity: Identity, *, verified: bool) -> Act
 
 
 def wire_record(entry: AuditEntry) -> AuditRecord:
+    forget = entry.action == "forget"
     return AuditRecord(
         id=entry.id,
         at=iso(entry.at),
+        action=entry.action,
         actor=AuditActor(
             kind=entry.actor.kind, name=entry.actor.name, verified=entry.actor.verified
         ),
@@ -48,11 +51,24 @@ def wire_record(entry: AuditEntry) -> AuditRecord:
             agent=entry.agent,
             session=entry.session,
         ),
+        # A transfer's per-tier columns hold what it moved, never anything forgotten.
         forgotten=Forgotten(
             short_term=entry.short_term, medium_term=entry.medium_term, long_term=entry.long_term
-        ),
+        )
+        if forget
+        else Forgotten(),
         final=entry.final,
         signed_receipt=(
             None if entry.receipt is None else ErasureReceipt.model_validate_json(entry.receipt)
         ),
+        outcome=entry.outcome,
+        moved=None
+        if forget
+        else Moved(
+            turns=entry.short_term,
+            digests=entry.medium_term,
+            facts=entry.long_term,
+            skipped=entry.skipped,
+        ),
+        source=entry.source,
     )

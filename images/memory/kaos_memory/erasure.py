@@ -17,8 +17,10 @@ A forget runs four steps:
    model call carrying the erased turns is running or can start.
 3. The long-term tier: the scope's facts are deleted and Mem0's history and message
    context (the turns Mem0 quotes as "last messages" in its next extraction prompt) are
-   purged for the scope and every erased session. Facts or context a racing extraction
-   stored before the fence ended are gone with them; the audit record counts the facts.
+   purged for the scope and every erased conversation (by its key: another principal's
+   conversation under the same session id keeps its context). Facts or context a racing
+   extraction stored before the fence ended are gone with them; the audit record counts
+   the facts.
 4. The space of the deleted rows is reclaimed and the tombstone becomes final (fold work
    written after the forget goes on). In local mode the reclaim comes first (the SQLite
    files rewritten so no freed page or WAL frame keeps erased text), so a final erasure
@@ -157,9 +159,7 @@ class Eraser:
             if not fenced:
                 result.failures.append("work in flight did not end")
             try:
-                result.facts = await self.longterm.erase(
-                    tombstone_scope(tombstone), tombstone.sessions
-                )
+                result.facts = await self.longterm.erase(tombstone_scope(tombstone), tombstone.keys)
             except StorageError:
                 log.error("long-term erasure failed", exc_info=True)
                 result.failures.append("long-term tier")

@@ -94,8 +94,9 @@ async def forget(request: web.Request) -> web.Response:
 
 
 async def audit(request: web.Request) -> web.Response:
-    """The erasure audit, for administrators: ``GET`` with ``limit``/``cursor`` query
-    parameters, or ``POST`` with the same as a JSON body."""
+    """The audit (erasures, exports, imports), for administrators: ``GET`` with
+    ``limit``/``cursor``/``action`` query parameters, or ``POST`` with the same as a JSON
+    body."""
     if request.method == "GET":
         identity = await _identify(request) or parse_identity(request.headers)
         body = parse_model(AuditRequest, _audit_query(request))
@@ -103,7 +104,7 @@ async def audit(request: web.Request) -> web.Response:
         identity, body = await _read(request, AuditRequest)
     if identity.agent is not None:
         raise Forbidden(
-            "the erasure audit is administrative: not available to agents",
+            "the audit is administrative: not available to agents",
             code="audit_forbidden",
         )
     return json_response(await request.app[SERVICE_KEY].audit(body))
@@ -112,9 +113,9 @@ async def audit(request: web.Request) -> web.Response:
 def _audit_query(request: web.Request) -> dict[str, object]:
     doc: dict[str, object] = {}
     for name, value in request.query.items():
-        if name in doc or name not in ("limit", "cursor"):
+        if name in doc or name not in ("limit", "cursor", "action"):
             raise BadRequest(
-                f"query parameter {name!r}: only limit and cursor, once each",
+                f"query parameter {name!r}: only limit, cursor and action, once each",
                 code="invalid_query",
             )
         if name == "limit":

@@ -26,9 +26,19 @@ class Posture:
     require_agent_identity: bool = False
 
 
-def conversation_key(group: str, session: str) -> str:
-    """Key of a session's window and digest: stable store group plus session id."""
-    return f"kaos_group:{group}|run:{session}"
+def conversation_key(group: str, session: str, principal: str | None = None) -> str:
+    """Key of a session's window and digest: stable store group, the principal whose
+    conversation it is (when there is one) and the client's session id.
+
+    Session ids are strings the client chooses: a principal's sessions live under that
+    principal, so another principal writing to the same id first starts a conversation of
+    its own and cannot claim (squat) it. The principal is escaped so it never contains the
+    ``|`` that separates the parts: two (principal, session) pairs never share a key.
+    """
+    if principal is None:
+        return f"kaos_group:{group}|run:{session}"
+    escaped = principal.replace("%", "%25").replace("|", "%7C")
+    return f"kaos_group:{group}|principal:{escaped}|run:{session}"
 
 
 @dataclass(frozen=True)
@@ -42,7 +52,7 @@ class Attribution:
 
     @property
     def key(self) -> str:
-        return conversation_key(self.group, self.session)
+        return conversation_key(self.group, self.session, self.principal)
 
 
 @dataclass(frozen=True)
@@ -51,7 +61,7 @@ class Scope:
 
     ``session`` is the conversational key's session (``None`` for ``store``, which has
     no conversational tiers); ``principal``/``agent`` are the owner keys that take part
-    in the long-term filter at this level.
+    in the long-term filter at this level (the principal also names whose session it is).
     """
 
     level: Level
@@ -62,7 +72,9 @@ class Scope:
 
     @property
     def key(self) -> str | None:
-        return None if self.session is None else conversation_key(self.group, self.session)
+        if self.session is None:
+            return None
+        return conversation_key(self.group, self.session, self.principal)
 
 
 def derive_attribution(identity: Identity, posture: Posture, group: str) -> Attribution:

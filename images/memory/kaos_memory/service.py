@@ -378,10 +378,11 @@ class MemoryService:
     # --- the audit ------------------------------------------------------------------------
 
     async def audit(self, req: AuditRequest) -> AuditResponse:
-        """One page of the store's erasure records, newest first (admin calls only)."""
+        """One page of the store's audit records (erasures, exports, imports; of
+        ``req.action`` only, when given), newest first (admin calls only)."""
         before = None if req.cursor is None else int(req.cursor)
         try:
-            entries = await self.conversation.audit(self.group, req.limit + 1, before)
+            entries = await self.conversation.audit(self.group, req.limit + 1, before, req.action)
         except StorageError as exc:
             log.error("reading the audit failed", exc_info=True)
             raise StrictFailure("the conversation store failed") from exc
@@ -397,7 +398,7 @@ class MemoryService:
         group = self.group
         if scope.level == "session":
             assert scope.session is not None
-            key = conversation_key(group, scope.session)
+            key = conversation_key(group, scope.session, scope.principal)
             if scope.principal is not None and not await self.conversation.is_attributed(
                 key, scope.principal
             ):

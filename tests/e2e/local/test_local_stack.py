@@ -20,6 +20,7 @@ import aiohttp
 import pytest
 from kaos_agent.memory.remote import FACTS_HEADER
 from kaos_core.crds.agent import Agent
+from kaos_memory.scope import conversation_key
 from kaos_operator.desired import AgentContext, Endpoint, MemoryStoreContext
 from kaos_operator.desired import agent_env as desired_agent_env
 from kaos_operator.desired.mcpserver import mcp_env
@@ -341,7 +342,9 @@ async def test_delegation_reaches_the_second_agent(
         if t["agent"] == stack.identity("researcher") and t["principal"] == "d-alice"
     ]
     assert [t["content"] for t in rows if t["role"] == "user"] == [DELEGATED_MESSAGE]
-    assert {t["key"] for t in rows} == {f"kaos_group:{stack.store.spec.collection}|run:d-1"}
+    assert {t["key"] for t in rows} == {
+        conversation_key(stack.store.spec.collection, "d-1", "d-alice")
+    }
 
 
 async def test_digest_after_folding(stack: LocalStack, alice_folded: Folded) -> None:
@@ -352,7 +355,9 @@ async def test_digest_after_folding(stack: LocalStack, alice_folded: Folded) -> 
     assert r.medium_term.version is not None and r.medium_term.version >= 1
     assert r.medium_term.summary is not None
     assert "User said: I live in Lisbon." in r.medium_term.summary.splitlines()
-    key = f"kaos_group:{stack.store.spec.collection}|run:{alice_folded.session}"
+    key = conversation_key(
+        stack.store.spec.collection, alice_folded.session, alice_folded.principal
+    )
     digests = [d for d in stack.memory_db.digests() if d["key"] == key]
     assert [d["version"] for d in digests][-1] == r.medium_term.version
     turns = [t for t in stack.memory_db.turns() if t["key"] == key]

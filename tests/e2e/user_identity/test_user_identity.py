@@ -5,12 +5,14 @@ gateway runs) issues the users' tokens; the test cluster's API server issues the
 service-account tokens (TokenRequest) and its keys verify them. Two real ``kaos-agent``
 processes (a coordinator that delegates to a researcher over A2A) and one real
 ``kaos-memory`` run with both verifications on, as the operator configures them under
-``posture.securityEnabled`` with a ``userIssuer``. Checked: alice's token in, alice's
-principal on every stored turn and fact of both agents (rows in the database); bob never
-recalls alice's facts; ``X-Principal`` refused; hostile user tokens each 401/403 with
-nothing written; a key rotated at the provider followed without a restart; a token that
-expires mid-run failing the delegation with a clear error; the memory service deriving
-the principal itself.
+``posture.securityEnabled`` with a ``userIssuer``: the agents also ask Kubernetes RBAC
+about every user (``posture.userRbac``, on by default; the chart's agent RBAC applied),
+alice is granted both agents, bob the coordinator only. Checked: bob refused 403 at the
+researcher with nothing run; alice's token in, alice's principal on every stored turn and
+fact of both agents (rows in the database); bob never recalls alice's facts;
+``X-Principal`` refused; hostile user tokens each 401/403 with nothing written; a key
+rotated at the provider followed without a restart; a token that expires mid-run failing
+the delegation with a clear error; the memory service deriving the principal itself.
 """
 
 from __future__ import annotations
@@ -35,8 +37,12 @@ from jwt.algorithms import RSAAlgorithm
 from kaos_core import wire
 from kaos_core.auth import names
 from kaos_core.auth.oidc import USER_KEY_REFETCH_INTERVAL
+from kaos_operator.desired.security import user_rbac_env
+from kaos_operator.settings import Posture
 
+from tests.e2e.user_identity.rbac import agent_grant, applied_agent_rbac, apply, namespace_grant
 from tests.fixtures.agent import AgentFactory
+from tests.fixtures.helm import Helm
 from tests.fixtures.memory import MemoryServer, start_memory
 from tests.support.cluster import SERVICE_ACCOUNT_ISSUER, Cluster
 from tests.support.devmodel import DevModel
@@ -70,6 +76,8 @@ class World:
     cluster: Cluster
     ns: str
     tmp: Path
+    # The chart's ClusterRole letting users talk to agents, bound in ``stack``.
+    agent_user_role: str
 
     def identity(self, sa: str) -> str:
         return f"kaos://agent/{self.ns}/{sa}"
@@ -115,17 +123,27 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def world(k8s_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def world(
+    k8s_cluster: Cluster, helm: Helm, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
     if k8s_cluster.workdir is None:
         pytest.skip("a cluster from KAOS_TEST_KUBECONFIG: its CA file is not here")
-    ns = f"user-id-{uuid.uuid4().hex[:6]}"
+    suffix = uuid.uuid4().hex[:6]
+    ns = f"user-id-{suffix}"
     k8s_cluster.kubectl("create", "namespace", ns)
     try:
-        for sa in (COORDINATOR, RESEARCHER, MEMORY_SA):
-            k8s_cluster.kubectl("create", "serviceaccount", sa, "-n", ns)
-        yield World(k8s_cluster, ns, tmp_path_factory.mktemp("user-id"))
+        with applied_agent_rbac(k8s_cluster, helm, f"ui{suffix}", ns) as role:
+            for sa in (COORDINATOR, RESEARCHER, MEMORY_SA):
+                k8s_cluster.kubectl("create", "serviceaccount", sa, "-n", ns)
+            yield World(k8s_cluster, ns, tmp_path_factory.mktemp("user-id"), role)
     finally:
         k8s_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def kubernetes_user(provider: Provider, name: str) -> str:
+    """The Kubernetes user a token of ``name`` names by default (the API server's
+    ``--oidc-username-prefix`` unset: the issuer and ``#`` before ``sub``)."""
+    return f"{provider.issuer}#{name}"
 
 
 def _user_env(prefix: str, provider: Provider) -> dict[str, object]:
@@ -187,9 +205,19 @@ def stack(
             AGENT_AUTH_TOKEN_FILE=world.token_file(sa, ""),
             AGENT_CALLERS_FILE=world.callers(sa, *callers),
             **_user_env("AGENT_", oidc_provider),
+            # Who may talk to the agent, as the operator projects it by default with users.
+            **user_rbac_env(Posture(security_enabled=True, user_issuer=oidc_provider.issuer)),
             **extra,
         )
 
+    alice, bob = (kubernetes_user(oidc_provider, name) for name in ("alice", "bob"))
+    apply(
+        world.cluster,
+        [
+            namespace_grant(world.ns, world.agent_user_role, alice),
+            *agent_grant(world.ns, COORDINATOR, bob),
+        ],
+    )
     try:
         researcher = agent(RESEARCHER, (COORDINATOR,))
         coordinator = agent(COORDINATOR, (), AGENT_SUB_AGENTS=f"b:{researcher.url}")
@@ -287,6 +315,32 @@ async def test_bob_never_recalls_alices_facts(stack: Stack, devmodel: DevModel) 
 
 async def _poll_pause() -> None:
     await asyncio.sleep(0.25)  # polling interval of a deadline wait, not a synchronisation
+
+
+async def test_a_verified_user_not_granted_the_agent_is_refused(
+    stack: Stack, devmodel: DevModel
+) -> None:
+    """Deny by default: bob's token is good and he may use the coordinator, but no binding
+    lets him use the researcher."""
+    bob = stack.provider.token("bob", audience=AUDIENCE).access_token
+    before = len(stack.turns())
+    reply = await chat(stack.researcher, "hello from bob", bob, _session())
+    assert (reply.status, reply.doc["error"]) == (
+        403,
+        {
+            "code": "agent_not_granted",
+            "message": f'user "{kubernetes_user(stack.provider, "bob")}" may not create'
+            f' agents.kaos.tools/invoke "{RESEARCHER}" in namespace "{stack.world.ns}"'
+            " (grant it with kaos agent grant, or a binding of the ClusterRole"
+            " <release>-agent-user)",
+        },
+    )
+    status, doc, _ = await a2a(stack.researcher, bob)
+    assert (status, doc["error"]["data"]) == (403, {"code": "agent_not_granted"})
+    assert len(stack.turns()) == before
+    requests = await devmodel.arequests()
+    assert model_request(requests, "hello from bob") is None
+    assert model_request(requests, "hello over A2A") is None
 
 
 async def test_x_principal_is_refused_under_this_posture(stack: Stack, devmodel: DevModel) -> None:

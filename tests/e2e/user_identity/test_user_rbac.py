@@ -2,10 +2,11 @@
 agents and the real ``kaos`` executable.
 
 The chart's RBAC for ``posture.userRbac`` (``<release>-agent-user`` and the agents'
-``<release>-agent-review``, rendered by helm from ``charts/kaos``) is applied to the test
-cluster; two real ``kaos-agent`` processes (a coordinator that delegates to a researcher
-over A2A) run with ``AGENT_RBAC`` on, their Kubernetes users and groups taken from
-Hydra's tokens behind the prefix ``oidc:`` (alice is in ``staff``, bob in ``guests``).
+``<release>-agent-review``, rendered by helm from ``charts/kaos`` with a user issuer,
+``userRbac`` left at its default) is applied to the test cluster; two real ``kaos-agent``
+processes (a coordinator that delegates to a researcher over A2A) run with ``AGENT_RBAC``
+on, their Kubernetes users and groups taken from Hydra's tokens behind the prefix
+``oidc:`` (alice is in ``staff``, bob in ``guests``).
 Grants are made and withdrawn with ``kaos agent grant|revoke``, read with ``who-can``.
 Checked: alice, granted, talks; bob, not granted, gets 403 ``agent_not_granted`` (chat)
 and the JSON-RPC error (A2A) with no model call; a group grant; bob refused at the
@@ -28,6 +29,7 @@ from typing import Any
 import pytest
 from kaos_core.auth import names
 
+from tests.e2e.user_identity.rbac import applied_agent_rbac, apply
 from tests.e2e.user_identity.test_user_identity import AUDIENCE, DELEGATE, a2a, chat
 from tests.fixtures.agent import AgentFactory
 from tests.fixtures.helm import Helm
@@ -105,17 +107,6 @@ class World:
         return items
 
 
-def _chart_agent_rbac(helm: Helm, release: str, ns: str) -> list[dict[str, Any]]:
-    objects = helm.template(
-        "posture.securityEnabled=true",
-        "posture.userIssuer=https://idp.example.test",
-        "posture.userRbac=true",
-        f"operator.watchNamespace={ns}",
-        release=release,
-    )
-    return [o for o in objects if "-agent-" in o["metadata"]["name"]]
-
-
 def _agent_object(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "kaos.tools/v1alpha1",
@@ -133,24 +124,15 @@ def world(
         pytest.skip("a cluster from KAOS_TEST_KUBECONFIG: its CA file is not here")
     suffix = uuid.uuid4().hex[:6]
     ns, release = f"user-rbac-{suffix}", f"ur{suffix}"
-    rbac = _chart_agent_rbac(helm, release, ns)
     k8s_cluster.kubectl("create", "namespace", ns)
     try:
-        for sa in (COORDINATOR, RESEARCHER):
-            k8s_cluster.kubectl("create", "serviceaccount", sa, "-n", ns)
-        objects = [*rbac, *(_agent_object(n) | {"metadata": {"name": n, "namespace": ns}}
-                             for n in (COORDINATOR, RESEARCHER))]  # fmt: skip
-        k8s_cluster.kubectl(
-            "apply", "-f", "-",
-            input=json.dumps({"kind": "List", "apiVersion": "v1", "items": objects}),
-        )  # fmt: skip
-        yield World(k8s_cluster, ns, release, tmp_path_factory.mktemp("user-rbac"))
+        with applied_agent_rbac(k8s_cluster, helm, release, ns):
+            for sa in (COORDINATOR, RESEARCHER):
+                k8s_cluster.kubectl("create", "serviceaccount", sa, "-n", ns)
+            apply(k8s_cluster, [_agent_object(n) | {"metadata": {"name": n, "namespace": ns}}
+                                for n in (COORDINATOR, RESEARCHER)])  # fmt: skip
+            yield World(k8s_cluster, ns, release, tmp_path_factory.mktemp("user-rbac"))
     finally:
-        for obj in rbac:
-            k8s_cluster.kubectl(
-                "delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found",
-                check=False,
-            )  # fmt: skip
         k8s_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 

@@ -105,6 +105,31 @@ async def test_turn_two_sees_turn_one(
     assert not any(FACT in m["content"] for m in agent_request(devmodel, "and mine?"))
 
 
+async def test_a_session_id_used_first_by_another_principal_is_still_alices(
+    agent_factory: AgentFactory, memory_factory: MakeMemory, devmodel: DevModel
+) -> None:
+    """Session ids are the client's choice: mallory chatting first under the id alice will
+    use neither takes it from her nor sees what she says there (through the agent)."""
+    memory = memory_factory("local")
+    agent = agent_factory("a", **remote_env(memory.url))
+    mallory = {"X-Session-Id": "alice-1", "X-Principal": "mallory"}
+    alice = {"X-Session-Id": "alice-1", "X-Principal": "alice"}
+    await ask(agent, "mallory was here", **mallory)
+    await ask(agent, FACT, **alice)
+    await ask(agent, "what is my favourite colour?", **alice)
+    replayed = agent_request(devmodel, "what is my favourite colour?")
+    assert [m["content"] for m in replayed if m["role"] in ("user", "assistant")] == [
+        FACT,
+        f"Echo: {FACT}",
+        "what is my favourite colour?",
+    ]
+    await ask(agent, "and mine?", **mallory)
+    assert [m["content"] for m in agent_request(devmodel, "and mine?") if m["role"] == "user"] == [
+        "mallory was here",
+        "and mine?",
+    ]
+
+
 async def test_new_session_sees_facts_but_not_the_old_window(
     agent_factory: AgentFactory, memory_factory: MakeMemory, devmodel: DevModel
 ) -> None:

@@ -98,7 +98,7 @@ def test_operator_settings_come_from_the_configmap_and_env(helm: Helm) -> None:
         "KAOS_USER_PRINCIPAL_CLAIM": "sub",
         "KAOS_USER_JWKS_URL": "",
         "KAOS_USER_AUTHORIZED_PARTY": "",
-        "KAOS_USER_RBAC": "false",
+        "KAOS_USER_RBAC": "true",
         "KAOS_USER_USERNAME_CLAIM": "sub",
         "KAOS_USER_USERNAME_PREFIX": "",
         "KAOS_USER_GROUPS_CLAIM": "",

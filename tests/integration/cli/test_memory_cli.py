@@ -1,4 +1,4 @@
-"""``kaos memory recall|list|forget`` against a real local memory service (``--url``):
+"""``kaos memory recall|list|forget|audit`` against a real local memory service (``--url``):
 tables for people, the contract response with ``--json``, refusals as one error line."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,7 +60,7 @@ def remembered(memory_factory: MakeMemory) -> MemoryServer:
 
 
 def test_list_recall_and_forget_round_trip(
-    remembered: MemoryServer, capsys: pytest.CaptureFixture[str]
+    remembered: MemoryServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     url = remembered.url
     facts = wait_for_facts(capsys, url, 4)
@@ -117,6 +118,28 @@ def test_list_recall_and_forget_round_trip(
     out = capsys.readouterr().out
     assert "BY" in out and "(unverified)" in out and "store" in out and "more: --cursor" in out
     assert wait_for_facts(capsys, url, 0) == []
+
+    # An export is audited beside the forgets: its action, what it moved, how it ended.
+    dump = tmp_path / "store.jsonl"
+    assert main(["memory", "export", "--url", url, "-f", str(dump)]) == 0
+    capsys.readouterr()
+    assert main(["memory", "audit", "--url", url, "--limit", "2"]) == 0
+    header, exported, erased = capsys.readouterr().out.splitlines()[:3]
+    assert header.split() == [
+        "ID", "AT", "ACTION", "BY", "LEVEL", "PRINCIPAL", "AGENT", "SESSION", "TURNS",
+        "DIGESTS", "FACTS", "SKIPPED", "STATUS",
+    ]  # fmt: skip
+    assert exported.split()[2:] == [
+        "export", "admin", "(unverified)", "store", "-", "-", "-", "0", "0", "0", "0", "complete",
+    ]  # fmt: skip
+    assert erased.split()[2:6] == ["forget", "admin", "(unverified)", "store"]
+    assert erased.split()[-2:] == ["-", "final"]
+    exports = kaos_json(capsys, "memory", "audit", "--url", url, "--action", "export")
+    (record,) = exports["records"]
+    assert (record["action"], record["outcome"], record["scope"]["level"]) == (
+        "export", "complete", "store",
+    )  # fmt: skip
+    assert record["moved"] == {"turns": 0, "digests": 0, "facts": 0, "skipped": 0}
 
 
 def test_refusals_are_one_error_line(

@@ -29,7 +29,9 @@ list. What differs from the pods the operator would create, and only this:
   a real OIDC provider (Ory Hydra, ``tests.support.oidc``) on loopback with users alice
   and bob; the agents and the memory service verify users' tokens against it (its CA
   overlaid, where a cluster's provider has a public one), and ``chat`` sends a user's
-  token (``Authorization: Bearer``) instead of ``X-Principal``.
+  token (``Authorization: Bearer``) instead of ``X-Principal``. Who may talk to an agent
+  (``AGENT_RBAC``, on in a cluster with users) is overlaid off: it asks the API server,
+  and there is none here.
 - The ModelAPI. LiteLLM is not started: the ModelAPI's endpoint is the development model
   server it proxies, started with the command of ``samples/devmodel.yaml``'s Deployment
   (``--host``/``--port`` moved to loopback).

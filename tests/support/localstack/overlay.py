@@ -31,6 +31,11 @@ _USER_CA_WHY = (
 _CA_WHY = (
     "secured: the cluster's CA in the pod; locally the CA of the local issuer's HTTPS certificate"
 )
+_RBAC_WHY = (
+    "verified users: the pod asks the API server whether RBAC lets each user invoke the agent"
+    " (posture.userRbac, on by default); locally there is no API server to ask, so every"
+    " verified user is served (tests/e2e/user_identity asks a real one)"
+)
 # Every variable a local process gets beside its desired-state function's output, and why.
 OVERLAY: dict[str, str] = {
     DSN_ENV: (
@@ -54,6 +59,7 @@ OVERLAY: dict[str, str] = {
     auth_names.MCP_AUTH_TOKEN_FILE: _API_WHY,
     auth_names.AGENT_USER_CA_FILE: _USER_CA_WHY,
     auth_names.MEMORY_USER_CA_FILE: _USER_CA_WHY,
+    auth_names.AGENT_RBAC: _RBAC_WHY,
 }
 # A secured process's API server and own token (unset locally) and the CA it trusts.
 _NO_API_SERVER = {
@@ -110,6 +116,8 @@ def _secured(
     spec.overlay[_CA_VARIABLE[kind]] = str(issuer_ca_file(secure_dir))
     if users:
         spec.overlay[_USER_CA_VARIABLE[kind]] = str(_issuer_ca(user_provider_root(secure_dir)))
+    if auth_names.AGENT_RBAC in spec.desired:
+        spec.overlay[auth_names.AGENT_RBAC] = "false"
     if kind == "Agent":
         tokens = secure_dir / "tokens" / name
         spec.overlay[auth_names.AGENT_MEMORY_TOKEN_FILE] = str(tokens / "memory")

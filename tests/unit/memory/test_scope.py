@@ -112,7 +112,9 @@ def test_secured_posture_keeps_the_two_key_partition() -> None:
 
 def test_attribution() -> None:
     attr = derive_attribution(Identity(agent=AGENT, principal="p", session="s"), OPEN, GROUP)
-    assert attr.key == conversation_key(GROUP, "s") == "kaos_group:kaos_memory|run:s"
+    assert (
+        attr.key == conversation_key(GROUP, "s", "p") == "kaos_group:kaos_memory|principal:p|run:s"
+    )
     assert mem0_ids(attr) == {"run_id": "s", "user_id": "p", "agent_id": AGENT}
     assert mem0_metadata(attr) == {"kaos_group": GROUP, "kaos_run": "s"}
     with pytest.raises(BadRequest):
@@ -123,6 +125,39 @@ def test_attribution() -> None:
         derive_attribution(Identity(principal="p", session="s"), SECURED, GROUP)
     bare = derive_attribution(Identity(session="s"), OPEN, GROUP)
     assert mem0_ids(bare) == {"run_id": "s"}
+    assert bare.key == conversation_key(GROUP, "s") == "kaos_group:kaos_memory|run:s"
+
+
+def test_a_session_id_is_each_principals_own() -> None:
+    """The same client-chosen id names a different conversation for each principal (and
+    for none), on writes and on reads at every conversational level."""
+    alice = Identity(agent=AGENT, principal="alice", session="alice-1")
+    bob = Identity(agent=AGENT, principal="bob", session="alice-1")
+    nobody = Identity(agent=AGENT, session="alice-1")
+    keys = {derive_attribution(i, OPEN, GROUP).key for i in (alice, bob, nobody)}
+    assert len(keys) == 3
+    for level in ("session", "agent"):
+        assert scope(alice, level).key == derive_attribution(alice, OPEN, GROUP).key
+        assert scope(nobody, level).key == derive_attribution(nobody, OPEN, GROUP).key
+    admin = Identity(principal="alice", session="alice-1")
+    assert scope(admin, "user").key == derive_attribution(alice, OPEN, GROUP).key
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # A separator or escape in a principal cannot make two pairs share a key.
+        (("alice", "x|run:y"), ("alice|run:x", "y")),
+        (("a%7Cb", "s"), ("a|b", "s")),
+        (("a", "|principal:b|run:s"), ("a|principal:b", "s")),
+    ],
+)
+def test_conversation_keys_never_collide(first: tuple[str, str], second: tuple[str, str]) -> None:
+    (p1, s1), (p2, s2) = first, second
+    assert conversation_key(GROUP, s1, p1) != conversation_key(GROUP, s2, p2)
+    # The session is what follows the first ``|run:`` (how erasure reads it back).
+    for principal, session in (first, second):
+        assert conversation_key(GROUP, session, principal).split("|run:", 1)[1] == session
 
 
 @pytest.mark.parametrize("value", ["alice", "Alice Smith", "a%b", "tab\there", "%20;", "ü ß"])

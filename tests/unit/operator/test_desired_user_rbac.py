@@ -51,10 +51,9 @@ def test_the_rbac_posture_is_projected_into_the_agent() -> None:
     assert settings.agent.identity is not None and settings.agent.identity.endswith("/billing")
 
 
-def test_unset_prefixes_and_claims_are_left_to_the_agents_defaults() -> None:
-    env = _env(
-        Posture(security_enabled=True, user_issuer="https://idp.example.test", user_rbac=True)
-    )
+def test_with_users_rbac_is_on_unless_turned_off_and_unset_values_are_left_to_the_agent() -> None:
+    # ``user_rbac`` not named: on (deny by default); an explicit ``False`` opts out.
+    env = _env(Posture(security_enabled=True, user_issuer="https://idp.example.test"))
     assert env[auth.AGENT_RBAC] == "true"
     assert env[auth.AGENT_RBAC_USERNAME_CLAIM] == "sub"
     for name in (auth.AGENT_RBAC_USERNAME_PREFIX, auth.AGENT_RBAC_GROUPS_CLAIM,

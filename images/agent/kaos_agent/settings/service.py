@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from kaos_core import agent_env as env
 from kaos_core.auth import names as auth_names
+from kaos_core.auth.config import UserAudience
 from kaos_core.http.limits import HttpLimits
 from kaos_core.settings import group
 from kaos_core.settings.auth import VerifiedIdentity
@@ -66,6 +67,9 @@ class AgentSettings(VerifiedIdentity):
                 found.append(f"{env.MEMORY_REQUIRE_AGENT_IDENTITY}=true needs {env.AGENT_IDENTITY}")
             if self.memory.max_read_scope == "agent":
                 found.append(f"{env.MEMORY_MAX_READ_SCOPE}=agent needs {env.AGENT_IDENTITY}")
+        if self.users.issuer and self.agent.identity is None and per_agent(self.users.audience):
+            # The agent's own audience is the template rendered with its namespace and name.
+            found.append(f"a per-agent {auth_names.AGENT_USER_AUDIENCE} needs {env.AGENT_IDENTITY}")
         if self.user_rbac.enabled:
             # Whom to ask (the API server), about whom (verified users) and what (this Agent).
             needs = {
@@ -103,6 +107,14 @@ class AgentSettings(VerifiedIdentity):
             owner=self.agent.identity or f"agent:{self.agent.name}",
             session_id=f"autonomous-{self.agent.name}",
         )
+
+
+def per_agent(audience: str | None) -> bool:
+    """Whether ``audience`` is a per-agent template (a malformed one is its own problem)."""
+    try:
+        return audience is not None and UserAudience(audience).per_agent
+    except ValueError:
+        return False
 
 
 # The groups the README's tables document, in order, by title (the connection limits and

@@ -70,9 +70,16 @@ def owner_scope(group: str, owner: str) -> bytes:
 
 
 def seal(aead: AESGCM, key_id: bytes, ad: bytes, text: str) -> str:
+    return seal_under(aead, head(key_id), ad, text)
+
+
+def seal_under(aead: AESGCM, key_head: str, ad: bytes, text: str) -> str:
+    """``seal`` with the key's ``head`` already known (a key seals many texts)."""
     nonce = os.urandom(NONCE_BYTES)
-    body = bytes((VERSION,)) + key_id + nonce + aead.encrypt(nonce, text.encode(), ad)
-    return PREFIX + base64.b64encode(body).decode()
+    # The version and key id are 9 bytes, whole base64 groups: the base64 of the envelope
+    # is the head's characters followed by those of the nonce and ciphertext.
+    rest = binascii.b2a_base64(nonce + aead.encrypt(nonce, text.encode(), ad), newline=False)
+    return key_head + rest.decode("ascii")
 
 
 def open_sealed(aead: AESGCM, ad: bytes, text: str) -> str:
@@ -107,4 +114,5 @@ __all__ = [
     "open_sealed",
     "owner_scope",
     "seal",
+    "seal_under",
 ]

@@ -7,6 +7,10 @@ data keys are wrapped with. Rotation adds a version and points ``current`` at it
 wrapped by an older version still unwrap, so nothing is re-encrypted. Its ``destroy`` does
 nothing: deleting the owner's key row is the shred (a restored backup that still holds the
 row is readable with the same KEK; a KMS backend closes that gap).
+
+``check_seconds`` is how long a replica may use a data key it unwrapped before it checks the
+key again (its row read again, the key unwrapped again): the longest a key destroyed by
+another replica, or in the KMS by hand, still opens texts here.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ CURRENT_FILE = "current"
 SECRET_PREFIX = "secret:"
 _NONCE = 12
 KEY_BYTES = 32
+# The Secret KEK destroys nothing itself: a forget deletes the owner's key row and every row
+# it sealed in the same database, so another replica's cached key only bounds how long it
+# could still open copies no read of that database returns.
+SECRET_CHECK_SECONDS = 30.0
 
 
 class KeyDestroyed(Exception):
@@ -55,6 +63,9 @@ class WrappedKey:
 
 
 class KeyEncryptionKey(Protocol):
+    # How long an unwrapped data key is used before it is checked again (module docstring).
+    check_seconds: float
+
     async def wrap(self, owner: str, data_key: bytes) -> WrappedKey: ...
 
     async def unwrap(self, owner: str, wrapped: WrappedKey) -> bytes:
@@ -85,6 +96,8 @@ class SecretFileKek:
     The directory is read again when a version it does not know is asked for, or when
     ``current`` changed: a rotated Secret reaches the pod without a restart.
     """
+
+    check_seconds = SECRET_CHECK_SECONDS
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory

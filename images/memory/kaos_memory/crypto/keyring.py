@@ -8,10 +8,14 @@ mode) holds per owner a random key id and the wrapped key. Sealing (``DataKey.se
 opening (``Keyring.open``) are synchronous and cheap once the key is cached (one AES-GCM
 object per key); the first use of a key costs one key-table read and one unwrap.
 
-A key row deleted by another replica's forget is noticed when this replica next checks the
-owner's row (``REVALIDATE_SECONDS``), or at once where the write checks the key row in its
-own transaction (the window's turns). A text whose key is gone (no row, or the KEK refuses
-to unwrap it) opens as ``None``: it reads as erased.
+A cached key is used for at most the KEK's ``check_seconds`` (``Keyring.revalidate``) before
+it is checked again: its row read again and the key unwrapped again, so a key another
+replica's forget deleted, or one destroyed in the KMS outside KAOS, stops opening anything
+within that bound on every replica (at once with a bound of 0, at the cost of a check on
+every use). A write also checks the key row in its own transaction (the window's turns).
+A text whose key is gone (no row, or the KEK refuses to unwrap it) opens as ``None``: it
+reads as erased. A check that cannot finish (the KMS does not answer) fails the read: a key
+nobody could check is not trusted.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -35,14 +39,12 @@ from kaos_memory.crypto.kek import (
     KeyUnreadable,
     WrappedKey,
 )
+from kaos_memory.crypto.opened import Entry, OpenedTexts, split_record
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# How long a cached owner's key is trusted before its row is looked at again (another
-# replica may have shredded it).
-REVALIDATE_SECONDS = 30.0
 # Unwrapped keys kept in memory.
 DEFAULT_CAPACITY = 4096
 # Opened texts kept in memory, in characters.
@@ -96,17 +98,21 @@ class DataKey:
 
     __slots__ = ("_aead", "_blind", "_scope", "checked", "head", "id", "owner")
 
-    def __init__(self, key_id: bytes, group: str, owner: str, secret: bytes) -> None:
+    def __init__(
+        self, key_id: bytes, group: str, owner: str, secret: bytes, checked: float = 0.0
+    ) -> None:
         self.id = key_id
         self.head = envelope.head(key_id)
         self.owner = owner
         self._aead = AESGCM(secret)
         self._scope = envelope.owner_scope(group, owner)
         self._blind = envelope.blind(secret, "kaos blind index").encode()
-        self.checked = time.monotonic()
+        # When its row was last read and it last unwrapped (the keyring's clock).
+        self.checked = checked
 
     def seal(self, text: str, record: str) -> str:
-        return envelope.seal(self._aead, self.id, envelope.associated(self._scope, record), text)
+        ad = envelope.associated(self._scope, record)
+        return envelope.seal_under(self._aead, self.head, ad, text)
 
     def open(self, sealed: str, record: str) -> str:
         """The text; ``envelope.Unreadable`` when it is not this row's."""
@@ -123,9 +129,10 @@ Batch = dict[str, DataKey]
 class Keyring:
     """The data keys of one store group, over its key table and a KEK.
 
-    Opened texts are kept in memory too (``text_cache_bytes``, oldest first out): a
-    session's window is read on every turn of the conversation, and opening each of its
-    turns again each time would cost more than reading them.
+    Opened texts are kept in memory too (``texts``, ``text_cache_bytes`` characters): a
+    session's window is read on every turn of the conversation. ``revalidate``: how long a
+    cached key is used before it is checked again (the KEK's ``check_seconds`` unless
+    given); ``clock``: monotonic seconds.
     """
 
     def __init__(
@@ -135,22 +142,24 @@ class Keyring:
         kek: KeyEncryptionKey,
         *,
         capacity: int = DEFAULT_CAPACITY,
-        revalidate: float = REVALIDATE_SECONDS,
+        revalidate: float | None = None,
         text_cache_bytes: int = DEFAULT_TEXT_CACHE_BYTES,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.group = group
         self._table = table
         self.kek = kek
         self._capacity = capacity
-        self._revalidate = revalidate
+        self.revalidate = kek.check_seconds if revalidate is None else revalidate
+        self._clock = clock
         self._by_owner: OrderedDict[str, DataKey] = OrderedDict()
         self._by_head: OrderedDict[str, DataKey] = OrderedDict()
         # Heads of keys known to be gone (shredded): ids are random, one never comes back.
         self._gone: OrderedDict[str, None] = OrderedDict()
-        self._texts: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._text_bytes = 0
-        self._text_cap = text_cache_bytes
+        self.texts = OpenedTexts(text_cache_bytes)
         self._creating: dict[str, asyncio.Future[DataKey]] = {}
+        # Loads and checks of a key by head under way: asked at once, done once.
+        self._loading: dict[str, asyncio.Future[DataKey | None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
@@ -180,20 +189,28 @@ class Keyring:
         self._gone[head] = None
         while len(self._gone) > self._capacity:
             self._gone.popitem(last=False)
-        doomed = [k for k in self._texts if k[0].startswith(head)]
-        for k in doomed:
-            self._text_bytes -= len(self._texts.pop(k))
+        self._drop(head)
 
-    def remember_text(self, sealed: str, record: str, text: str) -> None:
-        """Keep an opened (or just sealed) text for the next read of its row."""
-        if len(text) > self._text_cap // 64:
-            return
-        if (sealed, record) not in self._texts:
-            self._texts[(sealed, record)] = text
-            self._text_bytes += len(text)
-        while self._text_bytes > self._text_cap and self._texts:
-            _, old = self._texts.popitem(last=False)
-            self._text_bytes -= len(old)
+    def _drop(self, head: str) -> None:
+        """Forget the key ``head`` names and the texts it opened."""
+        key = self._by_head.pop(head, None)
+        if key is not None and self._by_owner.get(key.owner) is key:
+            del self._by_owner[key.owner]
+        self.texts.drop(head)
+
+    def _fresh(self, key: DataKey) -> bool:
+        return self._clock() - key.checked < self.revalidate
+
+    def remember(self, space: str, rid: str, sealed: str, text: str) -> None:
+        """Keep an opened (or just sealed) text for the next read of its row (the record
+        ``space + rid``; ``OpenedTexts``)."""
+        self.texts.put(space, rid, sealed, text)
+
+    def opened(self, space: str) -> Mapping[str, Entry]:
+        """The texts kept for the records of ``space``, by id: an entry serves a row only
+        when the row holds the same sealed text. Call ``prepare`` on the rows first (it
+        checks their keys)."""
+        return self.texts.space(space)
 
     def evict(self, owner: str) -> None:
         """Forget the cached key of ``owner`` (its row was deleted or replaced)."""
@@ -211,14 +228,20 @@ class Keyring:
         except KeyDestroyed:
             self._mark_gone(envelope.head(bytes.fromhex(stored.id)))
             return None
-        return DataKey(bytes.fromhex(stored.id), self.group, stored.owner, secret)
+        return DataKey(bytes.fromhex(stored.id), self.group, stored.owner, secret, self._clock())
 
     # --- sealing -------------------------------------------------------------------------
+
+    def cached(self, owner: str) -> DataKey | None:
+        """The owner's key when it is cached and checked within ``revalidate`` (what
+        ``key_for`` answers without waiting), else None."""
+        key = self._by_owner.get(owner)
+        return key if key is not None and self._fresh(key) else None
 
     async def key_for(self, owner: str) -> DataKey:
         """The owner's data key, created (and wrapped, and stored) on first use."""
         key = self._by_owner.get(owner)
-        if key is not None and time.monotonic() - key.checked < self._revalidate:
+        if key is not None and self._fresh(key):
             return key
         self._loop = asyncio.get_running_loop()
         pending = self._creating.get(owner)
@@ -230,12 +253,10 @@ class Keyring:
 
     async def _resolve(self, owner: str, cached: DataKey | None) -> DataKey:
         stored = await self._table.find_key(self.group, owner)
-        if cached is not None and stored is not None and stored.id == cached.id.hex():
-            cached.checked = time.monotonic()
-            return cached
-        if cached is not None:
+        if cached is not None and (stored is None or stored.id != cached.id.hex()):
             self.evict(owner)
             self._mark_gone(cached.head)  # shredded by a forget on another replica
+            cached = None
         if stored is None:
             secret = os.urandom(KEY_BYTES)
             wrapped = await self.kek.wrap(self.kek_owner(owner), secret)
@@ -248,45 +269,68 @@ class Keyring:
             )
             stored = await self._table.insert_key(candidate)
             if stored.id == candidate.id:
-                return self._remember(DataKey(bytes.fromhex(stored.id), self.group, owner, secret))
+                return self._remember(
+                    DataKey(bytes.fromhex(stored.id), self.group, owner, secret, self._clock())
+                )
+        # Unwrapped again even when cached: the KEK may have destroyed it meanwhile.
         key = await self._unwrap(stored)
         if key is None:
             # The owner's row holds a key the KMS destroyed (a copy restored after the
-            # owner's forget): a new key replaces it; what it sealed stays unreadable.
+            # owner's forget, or destroyed in the KMS by hand): a new key replaces it; what
+            # it sealed stays unreadable.
             await self._table.delete_key(self.group, owner)
             return await self._resolve(owner, None)
+        if cached is not None:
+            cached.checked = key.checked
+            return self._remember(cached)
         return self._remember(key)
 
     def key_for_sync(self, owner: str) -> DataKey:
         """``key_for`` from a worker thread (never the event loop's)."""
-        key = self._by_owner.get(owner)
-        if key is not None and time.monotonic() - key.checked < self._revalidate:
-            return key
-        return self._on_loop(self.key_for(owner))
+        key = self.cached(owner)
+        return key if key is not None else self._on_loop(self.key_for(owner))
 
     # --- opening -------------------------------------------------------------------------
 
     async def prepare(self, texts: Iterable[str | None]) -> Batch:
-        """Load the keys ``texts`` are sealed with: the batch ``open`` is given, so a key
-        the bounded cache dropped meanwhile still opens its texts."""
+        """Load the keys ``texts`` are sealed with, and check again those cached longer
+        than ``revalidate``: the batch ``open`` is given, so a key the bounded cache
+        dropped meanwhile still opens its texts. A key found gone is left out (its texts
+        read as erased); a check that cannot finish raises (``KmsUnavailable``, a storage
+        error): nothing is opened with a key that could not be checked."""
         batch: Batch = {}
         prefix, size = envelope.PREFIX, envelope.HEAD_LEN
+        last = None  # the head before: a read's texts are mostly one owner's
         for text in texts:
-            if text is None or not text.startswith(prefix):
+            if text is None or (last is not None and text.startswith(last)):
                 continue
-            head = text[:size]
+            if not text.startswith(prefix):
+                continue
+            head = last = text[:size]
             if head in batch or head in self._gone:
                 continue
-            key = self._by_head.get(head) or await self._load(head)
+            key = self._by_head.get(head)
+            if key is None or not self._fresh(key):
+                key = await self._usable(head)
             if key is not None:
                 batch[head] = key
         return batch
 
-    async def _load(self, head: str) -> DataKey | None:
+    async def _usable(self, head: str) -> DataKey | None:
+        """The key ``head`` names, loaded or checked again; None when it is gone or this
+        KEK cannot unwrap it. One load per head at a time."""
         self._loop = asyncio.get_running_loop()
-        key = self._by_head.get(head)
-        if key is not None:
-            return key
+        pending = self._loading.get(head)
+        if pending is None:
+            pending = asyncio.ensure_future(self._load(head))
+            self._loading[head] = pending
+            pending.add_done_callback(lambda _: self._loading.pop(head, None))
+        return await asyncio.shield(pending)
+
+    async def _load(self, head: str) -> DataKey | None:
+        cached = self._by_head.get(head)
+        if cached is not None and self._fresh(cached):
+            return cached
         key_id = envelope.key_id_of(head)
         if key_id is None or head in self._gone:
             return None
@@ -300,8 +344,14 @@ class Keyring:
             # Not gone: a KEK that cannot unwrap it now (a version not yet mounted, another
             # replica's Secret). Its texts read as absent until it can; asked again next read.
             log.error("a data key does not unwrap with this KEK", extra={"key": stored.id})
+            self._drop(head)
             return None
-        return None if key is None else self._remember(key)
+        if key is None:
+            return None
+        if cached is not None:
+            cached.checked = key.checked
+            key = cached
+        return self._remember(key)
 
     def open(
         self, text: str, record: str, batch: Batch | None = None, *, keep: bool = True
@@ -312,10 +362,16 @@ class Keyring:
         opened text is cached (on the event loop only: the cache is not thread-safe)."""
         if not text.startswith(envelope.PREFIX):
             return text
-        # A shredded key's texts left this cache when it was marked gone (``_mark_gone``).
-        found = self._texts.get((text, record))
+        # A gone key's texts left this cache when it was marked gone (``_mark_gone``).
+        found = self.texts.get(record, text)
         if found is not None:
             return found
+        opened = self._open(text, record, batch)
+        if keep and opened is not None:
+            self.texts.put(*split_record(record), text, opened)
+        return opened
+
+    def _open(self, text: str, record: str, batch: Batch | None) -> str | None:
         head = text[: envelope.HEAD_LEN]
         if head in self._gone:
             return None
@@ -323,21 +379,39 @@ class Keyring:
         if key is None:
             return None
         try:
-            opened = key.open(text, record)
+            return key.open(text, record)
         except envelope.Unreadable:
             log.warning("a sealed text does not open for its row", extra={"record": record})
             return None
-        if keep:
-            self.remember_text(text, record, opened)
-        return opened
 
-    def open_sync(self, text: str, record: str) -> str | None:
-        """``open`` from a worker thread, loading the key first when it is not cached."""
-        if text.startswith(envelope.PREFIX):
+    def open_sync(self, text: str, record: str, batch: Batch | None = None) -> str | None:
+        """``open`` from a worker thread, with the keys of ``batch`` (``prepare_sync``'s),
+        else loading (or checking) the key first when it is not cached (or not checked
+        within ``revalidate``); the text cache is left alone."""
+        if not text.startswith(envelope.PREFIX):
+            return text
+        if batch is None:
             head = text[: envelope.HEAD_LEN]
-            if head not in self._by_head and head not in self._gone:
-                self._on_loop(self._load(head))
-        return self.open(text, record, keep=False)
+            key = self._by_head.get(head)
+            if head not in self._gone and (key is None or not self._fresh(key)):
+                self._on_loop(self._usable(head))
+        return self._open(text, record, batch)
+
+    def prepare_sync(self, texts: Iterable[str | None]) -> Batch:
+        """``prepare`` from a worker thread: one load or check per key for many texts, on
+        the event loop only when a key is not cached or is due a check."""
+        prefix, size = envelope.PREFIX, envelope.HEAD_LEN
+        wanted = [t for t in texts if t is not None and t.startswith(prefix)]
+        batch: Batch = {}
+        for text in wanted:
+            head = text[:size]
+            if head in batch or head in self._gone:
+                continue
+            key = self._by_head.get(head)
+            if key is None or not self._fresh(key):
+                return self._on_loop(self.prepare(wanted))
+            batch[head] = key
+        return batch
 
     # --- shredding -----------------------------------------------------------------------
 
@@ -353,8 +427,7 @@ class Keyring:
     async def close(self) -> None:
         self._by_owner.clear()
         self._by_head.clear()
-        self._texts.clear()
-        self._text_bytes = 0
+        self.texts.clear()
         await self.kek.close()
 
     def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -10,7 +10,10 @@ a key's material and each ciphertext names the version it was made with, so a ro
 re-encrypts nothing.
 
 ``destroy`` schedules the owner's key for deletion, which makes every ``Decrypt`` under it
-fail at once, on every replica and for every backup's copy of the wrapped key; KMS removes
+fail at once, on every replica and for every backup's copy of the wrapped key (a replica
+that holds the unwrapped data key in memory stops using it within ``check_seconds``: it
+asks KMS to unwrap it again that often, so a key destroyed in the KMS by hand, outside a
+forget, stops opening the owner's texts within that bound too); KMS removes
 the material itself after the waiting period (``deletion_window_days``, 7 at least, during
 which someone allowed ``kms:CancelKeyDeletion`` could still restore it). It then deletes the
 alias, so the owner's next write gets a new key. Decrypt failing because the key is
@@ -47,6 +50,8 @@ from kaos_memory.errors import StorageError, StorageUnavailable
 log = logging.getLogger(__name__)
 
 KMS_PREFIX = "kms:"
+# How long an unwrapped data key is used before KMS is asked to unwrap it again.
+DEFAULT_CHECK_SECONDS = 5.0
 # An alias name's characters (AWS: alphanumerics, '/', '_', '-'; 'aws/' is reserved).
 ALIAS_PREFIX_RE = re.compile(r"^(?!aws/)[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*$")
 _CONTENT_TYPE = "application/x-amz-json-1.1"
@@ -189,17 +194,21 @@ class KmsKeyEncryptionKey:
         alias_prefix: str = "kaos-memory",
         deletion_window_days: int = 7,
         timeout: float = 10.0,
+        check_seconds: float = DEFAULT_CHECK_SECONDS,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         if not ALIAS_PREFIX_RE.match(alias_prefix):
             raise ValueError(f"not an alias prefix: {alias_prefix!r}")
         if not 7 <= deletion_window_days <= 30:
             raise ValueError("deletion_window_days must be 7-30 (KMS's bounds)")
+        if check_seconds < 0:
+            raise ValueError("check_seconds must be 0 or more")
         self.region = region
         self.endpoint = endpoint or default_endpoint(region)
         self.store = store
         self.alias_prefix = alias_prefix
         self.deletion_window_days = deletion_window_days
+        self.check_seconds = check_seconds
         self._credentials = credentials
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._clock = clock
@@ -421,6 +430,7 @@ class KmsKeyEncryptionKey:
 
 
 __all__ = [
+    "DEFAULT_CHECK_SECONDS",
     "AwsCredentials",
     "KmsError",
     "KmsKeyEncryptionKey",

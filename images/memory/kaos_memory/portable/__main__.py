@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from kaos_memory.portable.format import schema_text
+from kaos_core.memory.portable import schema_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     current = args.check.read_text() if args.check.exists() else ""
     if current != text:
         print(
-            f"{args.check} drifted from kaos_memory.portable.format: regenerate it with"
+            f"{args.check} drifted from kaos_core.memory.portable: regenerate it with"
             " hack/gen-docs",
             file=sys.stderr,
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from kaos_memory.portable.format import (
+from kaos_core.memory.portable import (
     DigestRecord,
     Embedding,
     ExportScope,
@@ -21,6 +21,7 @@ from kaos_memory.portable.format import (
     TurnRecord,
     dump_line,
 )
+
 from kaos_memory.scope import Scope
 from kaos_memory.storage.base import (
     ConversationStore,
@@ -113,6 +114,7 @@ async def export_lines(
                         version=digest.version,
                         text=digest.summary,
                         at=digest.created_at,
+                        principal=session.principal,
                     )
                 )
         if len(sessions) < page:

@@ -3,8 +3,12 @@
 Under verified identity the admin gate (``kaos_memory.admin``) has admitted the caller by a
 SubjectAccessReview before a handler runs (``get`` on ``memorystores/data`` to export,
 ``create`` to import); an agent's call is refused 403 here, on either posture, before the
-body is read. Each export and import is audited: one log record on the ``kaos_memory.audit``
-logger naming the actor, the scope and the records moved (never content).
+body is read. Each export and import is audited (``storage.audit``): its record is written
+``started`` (the actor, the scope) before the first record moves, and a transfer that
+cannot be recorded is refused 500 ``strict_failure``; at the end the record says how it
+ended (``complete``; ``incomplete``: an export's stream broke off; ``failed``) and the
+records moved (never content), and one log record on the ``kaos_memory.audit`` logger says
+the same.
 
 An export streams (chunked) as the stores' pages are read. An import is read into a spool
 file while every line is checked, so a malformed line is refused with its number and
@@ -15,6 +19,7 @@ instead, with the attribution mapping as query parameters (``principal``, ``agen
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 from collections.abc import AsyncIterator, Iterable
@@ -35,13 +40,13 @@ from kaos_core.http.body import (
     parse_model,
     read_json_object,
 )
+from kaos_core.memory.portable import Embedding, ExportRequest, FactRecord, ImportResponse
 from kaos_core.wire import Identity, parse_identity
 
 from kaos_memory.audit import actor_of
 from kaos_memory.clock import iso
 from kaos_memory.keys import AUTH_KEY, CONVERSATION_KEY, DEPS_KEY, LONGTERM_KEY, SETTINGS_KEY
 from kaos_memory.portable.exporter import Exported, export_lines
-from kaos_memory.portable.format import Embedding, FactRecord
 from kaos_memory.portable.importer import (
     InvalidLine,
     Plan,
@@ -51,7 +56,7 @@ from kaos_memory.portable.importer import (
     spooled_records,
 )
 from kaos_memory.portable.mem0 import Mem0Mapping, fact_records
-from kaos_memory.portable.wire import ExportRequest, ImportResponse
+from kaos_memory.storage.audit import Moved, Transfer, TransferOutcome
 from kaos_memory.storage.errors import StorageError
 
 audit_log = logging.getLogger("kaos_memory.audit")
@@ -92,42 +97,53 @@ async def export(request: web.Request) -> web.StreamResponse:
     _check_scope(scope)
     app = request.app
     settings = app[SETTINGS_KEY]
-    counts = Exported()
-    lines = export_lines(
-        conversation=app[CONVERSATION_KEY],
-        longterm=app[LONGTERM_KEY],
-        group=settings.backend.group,
-        scope=scope,
-        embedding=Embedding(
-            model=settings.models.embedding_model, dims=settings.models.embedding_dims
-        ),
-        exported_at=iso(app[DEPS_KEY].clock()),
-        counts=counts,
+    transfer = Transfer(
+        action="export",
+        actor=actor_of(request, identity, verified=AUTH_KEY in app),
+        level=scope.level,
+        principal=scope.principal,
+        agent=scope.agent,
     )
-    # The header and the first record before the answer starts: a store that fails at
-    # once is a clean 500, not a stream broken off.
-    head = await _head(lines)
-    response = web.StreamResponse(headers={"Content-Type": NDJSON})
-    response.enable_chunked_encoding()
-    await response.prepare(request)
-    outcome = "incomplete"
+    audit_id = await _started(request, transfer)
+    counts = Exported()
+    outcome: TransferOutcome = "failed"
     try:
-        for line in head:
-            await response.write(line)
-        async for line in lines:
-            await response.write(line)
-        outcome = "complete"
-    except Exception:
-        # The answer has begun: the connection is dropped without the stream's last
-        # chunk, which a client sees as a broken transfer, never as a complete file (an
-        # error answer written now would land inside the stream).
-        log.warning("export failed", exc_info=True)
-        if request.transport is not None:
-            request.transport.abort()
-        raise
+        lines = export_lines(
+            conversation=app[CONVERSATION_KEY],
+            longterm=app[LONGTERM_KEY],
+            group=settings.backend.group,
+            scope=scope,
+            embedding=Embedding(
+                model=settings.models.embedding_model, dims=settings.models.embedding_dims
+            ),
+            exported_at=iso(app[DEPS_KEY].clock()),
+            counts=counts,
+        )
+        # The header and the first record before the answer starts: a store that fails
+        # at once is a clean 500, not a stream broken off.
+        head = await _head(lines)
+        response = web.StreamResponse(headers={"Content-Type": NDJSON})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        outcome = "incomplete"
+        try:
+            for line in head:
+                await response.write(line)
+            async for line in lines:
+                await response.write(line)
+            await response.write_eof()
+            outcome = "complete"
+        except Exception:
+            # The answer has begun: the connection is dropped without the stream's last
+            # chunk, which a client sees as a broken transfer, never as a complete file
+            # (an error answer written now would land inside the stream).
+            log.warning("export failed", exc_info=True)
+            if request.transport is not None:
+                request.transport.abort()
+            raise
     finally:
-        _audit(request, identity, "export", outcome, scope.model_dump(), counts.__dict__)
-    await response.write_eof()
+        moved = Moved(turns=counts.turns, digests=counts.digests, facts=counts.facts)
+        await _ended(request, audit_id, transfer, outcome, moved)
     return response
 
 
@@ -153,13 +169,41 @@ async def import_(request: web.Request) -> web.Response:
     source = request.query.get("source", "kaos")
     if source not in ("kaos", "mem0"):
         raise BadRequest("source is kaos (the default) or mem0", code="invalid_query")
+    mapping = None
+    if source == "mem0":
+        mapping = Mem0Mapping.parse({k: v for k, v in request.query.items() if k != "source"})
     app = request.app
     settings = app[SETTINGS_KEY]
+    # An import's scope is the store: its file says whose records it holds.
+    transfer = Transfer(
+        action="import",
+        actor=actor_of(request, identity, verified=AUTH_KEY in app),
+        level="store",
+        source=source,
+    )
+    audit_id = await _started(request, transfer)
     writer = Writer(app[CONVERSATION_KEY], app[LONGTERM_KEY], settings.backend.group)
+    outcome: TransferOutcome = "failed"
+    try:
+        response = await _import(request, writer, mapping)
+        outcome = "complete"
+    finally:
+        done = writer.done
+        moved = Moved(
+            turns=done.turns, digests=done.digests, facts=done.facts, skipped=done.skipped
+        )
+        await _ended(request, audit_id, transfer, outcome, moved)
+    return response
+
+
+async def _import(
+    request: web.Request, writer: Writer, mapping: Mem0Mapping | None
+) -> web.Response:
+    """Check the whole body, then write it (``writer.done`` counts what was written)."""
+    settings = request.app[SETTINGS_KEY]
     facts_allowed = settings.tiers.long_term_enabled
     with tempfile.TemporaryFile() as spool:
-        if source == "mem0":
-            mapping = Mem0Mapping.parse({k: v for k, v in request.query.items() if k != "source"})
+        if mapping is not None:
             plan, facts = await _mem0_records(request, spool, mapping, facts_allowed)
             records: Iterable[Record] = facts
         else:
@@ -176,12 +220,10 @@ async def import_(request: web.Request) -> web.Response:
                 await writer.add(record)
             done = await writer.finish()
         except StorageError as exc:
-            _audit(request, identity, "import", "failed", {"source": source}, writer.done.__dict__)
             raise StrictFailure(
                 "the store failed during the import; what was written stays, and importing"
                 " the file again completes it (records already stored are skipped)"
             ) from exc
-    _audit(request, identity, "import", "complete", {"source": source}, done.__dict__)
     return json_response(
         ImportResponse(
             turns=done.turns,
@@ -216,27 +258,52 @@ async def _mem0_records(
     return Plan(records=len(records), facts=len(records)), records
 
 
-def _audit(
+async def _started(request: web.Request, transfer: Transfer) -> int:
+    """Record the transfer before any record moves: one that cannot be recorded is
+    refused, so no export or import goes unaudited."""
+    try:
+        return await request.app[CONVERSATION_KEY].record_transfer(
+            request.app[SETTINGS_KEY].backend.group, transfer
+        )
+    except StorageError as exc:
+        log.error("recording the %s in the audit failed", transfer.action, exc_info=True)
+        raise StrictFailure(
+            f"the audit could not be written: nothing was {transfer.action}ed"
+        ) from exc
+
+
+async def _ended(
     request: web.Request,
-    identity: Identity,
-    action: str,
-    outcome: str,
-    scope: dict[str, object],
-    counts: dict[str, int],
+    audit_id: int,
+    transfer: Transfer,
+    outcome: TransferOutcome,
+    moved: Moved,
 ) -> None:
-    actor = actor_of(request, identity, verified=AUTH_KEY in request.app)
+    """Record how the transfer ended (on its audit record, and as a log line)."""
+    try:
+        await request.app[CONVERSATION_KEY].update_transfer(audit_id, outcome, moved)
+    except StorageError:
+        # The record stays ``started``: the log line below still says how it ended.
+        log.error("recording the end of %s %d failed", transfer.action, audit_id, exc_info=True)
+    actor = transfer.actor
     audit_log.info(
         "memory %s %s",
-        action,
+        transfer.action,
         outcome,
         extra={
-            "action": action,
+            "action": transfer.action,
             "outcome": outcome,
+            "audit": audit_id,
             "actor": actor.name,
             "actor_kind": actor.kind,
             "verified": actor.verified,
-            "scope": scope,
-            "records": counts,
+            "scope": {
+                "level": transfer.level,
+                "principal": transfer.principal,
+                "agent": transfer.agent,
+                "source": transfer.source,
+            },
+            "records": dataclasses.asdict(moved),
             "store": request.app[SETTINGS_KEY].backend.group,
         },
     )

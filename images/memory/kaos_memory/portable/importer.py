@@ -13,7 +13,9 @@ again and writes through the stores:
   target group and embeds them with the target's embedder: the file carries no vectors,
   so a file from a store of another embedding model is re-embedded by construction.
 
-Before the first write, every session the file names is checked against the target's
+A session id is each principal's own: records are grouped by their conversation, the
+session id with the record's principal (alice's "alice-1" and bob's "alice-1" are two).
+Before the first write, every conversation the file names is checked against the target's
 session ownership (a session is one principal's), so that refusal too writes nothing.
 """
 
@@ -29,15 +31,15 @@ from typing import IO
 
 from kaos_core.errors import BadRequest, KaosError
 from kaos_core.http.body import decode_json, validation_message
-from pydantic import ValidationError
-
-from kaos_memory.portable.format import (
+from kaos_core.memory.portable import (
     LINES,
     DigestRecord,
     FactRecord,
     Header,
     TurnRecord,
 )
+from pydantic import ValidationError
+
 from kaos_memory.scope import conversation_key
 from kaos_memory.storage.base import (
     ConversationStore,
@@ -69,12 +71,16 @@ class SessionConflict(KaosError):
     code = "session_bound"
 
 
+# A conversation as records name it: the session id and whose session it is.
+Conversation = tuple[str, str | None]
+
+
 @dataclass
 class Plan:
-    """What the checked file holds: its header, each session's principal, its facts."""
+    """What the checked file holds: its header, its conversations, its facts."""
 
     header: Header | None = None
-    sessions: dict[str, str | None] = field(default_factory=dict)
+    sessions: set[Conversation] = field(default_factory=set)
     records: int = 0
     facts: int = 0
 
@@ -97,8 +103,8 @@ def parse(number: int, raw: bytes) -> Line:
 
 
 def check(number: int, line: Line, plan: Plan, *, facts_allowed: bool) -> None:
-    """One parsed line against the file so far (the header first, one principal per
-    session, facts only where the store has a long-term tier)."""
+    """One parsed line against the file so far (the header first, facts only where the
+    store has a long-term tier)."""
     if isinstance(line, Header):
         if number != 1 or plan.header is not None:
             raise InvalidLine(number, "the header must be the first line, and only it")
@@ -111,12 +117,8 @@ def check(number: int, line: Line, plan: Plan, *, facts_allowed: bool) -> None:
         if not facts_allowed:
             raise InvalidLine(number, "this store has no long-term tier for facts")
         plan.facts += 1
-    elif isinstance(line, TurnRecord):
-        known = plan.sessions.setdefault(line.session, line.principal)
-        if known != line.principal:
-            raise InvalidLine(
-                number, f"session {line.session!r} has turns of two principals (one owns it)"
-            )
+    else:
+        plan.sessions.add((line.session, line.principal))
 
 
 async def check_lines(
@@ -205,16 +207,16 @@ class Writer:
         self.longterm = longterm
         self.group = group
         self.done = Imported()
-        self._session: str | None = None
+        self._session: Conversation | None = None
         self._held: Counter[bytes] = Counter()
         self._turns: list[StoredTurn] = []
         self._digests: list[StoredDigest] = []
         self._facts: list[StoredFact] = []
 
     async def check_owners(self, plan: Plan) -> None:
-        for session, principal in plan.sessions.items():
+        for session, principal in sorted(plan.sessions, key=lambda c: (c[0], c[1] or "")):
             owners = await self.conversation.session_principals(
-                conversation_key(self.group, session)
+                conversation_key(self.group, session, principal)
             )
             if owners and principal not in owners:
                 raise SessionConflict(
@@ -228,9 +230,10 @@ class Writer:
             if len(self._facts) >= BATCH:
                 await self._flush_facts()
             return
-        if record.session != self._session:
+        conversation = (record.session, record.principal)
+        if conversation != self._session:
             await self._flush_session()
-            await self._open(record.session)
+            await self._open(conversation)
         if isinstance(record, TurnRecord):
             turn = stored_turn(record)
             key = _turn_key(turn)
@@ -247,11 +250,12 @@ class Writer:
         if len(self._turns) + len(self._digests) >= BATCH:
             await self._flush_session()
 
-    async def _open(self, session: str) -> None:
-        """What the target already holds of ``session``'s turns."""
-        self._session = session
+    async def _open(self, conversation: Conversation) -> None:
+        """What the target already holds of the conversation's turns."""
+        self._session = conversation
         self._held = Counter()
-        ref = StoredSession(conversation_key(self.group, session), session)
+        session, principal = conversation
+        ref = StoredSession(conversation_key(self.group, session, principal), session, principal)
         everything = ErasureSelector(group=self.group)
         after: int | None = None
         while True:
@@ -265,8 +269,9 @@ class Writer:
             return
         turns, digests = self._turns, self._digests
         self._turns, self._digests = [], []
+        session, principal = self._session
         written_turns, written_digests = await self.conversation.import_session(
-            self.group, self._session, turns, digests
+            self.group, session, principal, turns, digests
         )
         self.done.turns += written_turns
         self.done.digests += written_digests

@@ -21,9 +21,9 @@ from typing import Any
 
 from kaos_core.errors import BadRequest
 from kaos_core.http.body import validation_message
+from kaos_core.memory.portable import FactRecord, Scalar
 from pydantic import ValidationError
 
-from kaos_memory.portable.format import FactRecord, Scalar
 from kaos_memory.portable.importer import InvalidLine
 
 FIELDS = ("user_id", "agent_id", "run_id", "id")

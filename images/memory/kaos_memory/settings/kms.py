@@ -1,6 +1,7 @@
 """The KMS that wraps data keys when ``KAOS_MEMORY_ENCRYPTION_KEK=kms``
 (``kaos_memory.crypto.kms``): where it is, how requests to it are signed, how its keys are
-named and how long a destroyed key waits before KMS deletes it."""
+named, how long a destroyed key waits before KMS deletes it, and how soon every replica stops
+using a key destroyed in the KMS."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from typing import ClassVar
 from kaos_core.settings import SettingsGroup, setting
 from pydantic import field_validator
 
-from kaos_memory.crypto.kms import ALIAS_PREFIX_RE, AwsCredentials, KmsKeyEncryptionKey
+from kaos_memory.crypto.kms import (
+    ALIAS_PREFIX_RE,
+    DEFAULT_CHECK_SECONDS,
+    AwsCredentials,
+    KmsKeyEncryptionKey,
+)
 
 
 class KmsSettings(SettingsGroup):
@@ -66,6 +72,19 @@ class KmsSettings(SettingsGroup):
         ge=7,
         le=30,
     )
+    key_check_seconds: float = setting(
+        "how long a replica uses an owner's data key it unwrapped before it asks the KMS to"
+        " unwrap it again (one `Decrypt` per owner in use, per replica, at most this often)."
+        " A key destroyed in the KMS outside a forget (a forget also deletes the records)"
+        " makes the owner's records read as erased on every replica within this bound; `0`"
+        " asks on every read and write that uses the key. A KMS that does not answer then"
+        " makes those reads degraded (503 in strict mode): a key nobody could check is not"
+        " used",
+        env="ENCRYPTION_KMS_KEY_CHECK_SECONDS",
+        default=DEFAULT_CHECK_SECONDS,
+        ge=0,
+        le=3600,
+    )
     timeout_seconds: float = setting(
         "the longest one KMS request may take; a KMS that does not answer in time is a"
         " storage failure (the request is degraded, or 503 in strict mode)",
@@ -121,4 +140,5 @@ class KmsSettings(SettingsGroup):
             alias_prefix=self.alias_prefix,
             deletion_window_days=self.deletion_window_days,
             timeout=self.timeout_seconds,
+            check_seconds=self.key_check_seconds,
         )

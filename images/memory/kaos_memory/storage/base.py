@@ -16,7 +16,7 @@ from kaos_core.memory.contract import Fact
 from kaos_core.telemetry.genai_metrics import GenAiMetrics
 
 from kaos_memory.scope import Attribution, Scope
-from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor, AuditEntry
+from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor, AuditLog
 from kaos_memory.storage.limits import WriteQuota
 
 # Re-exported: the stores name them beside the rest of this interface's rows.
@@ -219,7 +219,9 @@ class ErasureSelector:
     agent: str | None = None
 
 
-class ConversationStore(Protocol):
+class ConversationStore(AuditLog, Protocol):
+    """The conversational tiers' rows, their erasure and the audit (``AuditLog``)."""
+
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
@@ -333,14 +335,6 @@ class ConversationStore(Protocol):
         """Add the facts an erasure deleted to its audit record."""
         ...
 
-    async def audit(self, group: str, limit: int, before: int | None) -> list[AuditEntry]:
-        """Audit records of ``group``, newest first, ids below ``before``."""
-        ...
-
-    async def add_receipt(self, audit_id: int, receipt: str) -> None:
-        """Keep the signed receipt of an erasure on its audit record."""
-        ...
-
     async def receipt_signing_key(self, group: str, candidate: str) -> str:
         """The group's stored receipt signing key, storing ``candidate`` if there is none."""
         ...
@@ -401,11 +395,17 @@ class ConversationStore(Protocol):
         ...
 
     async def import_session(
-        self, group: str, session: str, turns: list[StoredTurn], digests: list[StoredDigest]
+        self,
+        group: str,
+        session: str,
+        principal: str | None,
+        turns: list[StoredTurn],
+        digests: list[StoredDigest],
     ) -> tuple[int, int]:
-        """Store imported turns (folded ones under a fold whose work is done, so no model
-        runs on them again) and the digest versions the session does not have yet, with
-        their attribution rows, in one transaction; the turns and digests written.
+        """Store imported turns of ``principal``'s session (``conversation_key``; folded
+        ones under a fold whose work is done, so no model runs on them again) and the
+        digest versions the session does not have yet, with their attribution rows, in one
+        transaction; the turns and digests written.
         ``SessionBound`` when the session belongs to another principal (nothing written)."""
         ...
 
@@ -441,9 +441,10 @@ class LongTermStore(Protocol):
         """One page of the scope's facts in ``(created_at, id)`` order, and the next cursor."""
         ...
 
-    async def erase(self, scope: Scope, sessions: tuple[str, ...] = ()) -> int:
+    async def erase(self, scope: Scope, keys: tuple[str, ...] = ()) -> int:
         """Delete every fact of the scope and purge their text from Mem0's history, and
-        Mem0's message context of the scope and of ``sessions``."""
+        Mem0's message context of the scope and of the conversations ``keys`` names
+        (``conversation_key``: a session id with its principal, not every principal's)."""
         ...
 
     async def reclaim(self) -> None:

@@ -48,7 +48,7 @@ class DisabledLongTermStore:
     ) -> tuple[list[Fact], str | None]:
         return [], None
 
-    async def erase(self, scope: Scope, sessions: tuple[str, ...] = ()) -> int:
+    async def erase(self, scope: Scope, keys: tuple[str, ...] = ()) -> int:
         return 0
 
     async def reclaim(self) -> None:

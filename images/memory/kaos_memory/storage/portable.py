@@ -39,10 +39,12 @@ class StoredDigest:
 
 @dataclass(frozen=True)
 class StoredSession:
-    """A session an export reaches through the attribution index."""
+    """A session an export reaches through the attribution index: its conversation key,
+    its session id and whose session it is (None: no principal)."""
 
     key: str
     session: str
+    principal: str | None = None
 
 
 @dataclass(frozen=True)

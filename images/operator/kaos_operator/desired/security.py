@@ -247,7 +247,8 @@ def user_rbac_env(posture: Posture) -> dict[str, str]:
     """Who may talk to the agent (``kaos_core.auth.invoke``): Kubernetes RBAC asked about
     each verified user, through the API server and credentials of ``agent_security_env``
     (the Agent's ServiceAccount needs ``create`` on subjectaccessreviews: the chart's
-    ``<release>-agent-review``). Empty unless the posture has users and ``user_rbac``."""
+    ``<release>-agent-review``). Empty unless the posture has users and ``user_rbac`` (on
+    by default: a verified user nobody granted is refused)."""
     if not posture.user_identity or not posture.user_rbac:
         return {}
     env = {
@@ -264,7 +265,11 @@ def user_rbac_env(posture: Posture) -> dict[str, str]:
 
 def user_identity_env(posture: Posture, variables: Mapping[str, str]) -> dict[str, str]:
     """The user issuer settings of verified user identity (empty without one), under the
-    names in ``variables`` (issuer, audience, claim, jwks, azp): the agent's or the memory's."""
+    names in ``variables`` (issuer, audience, claim, jwks, azp): the agent's or the memory's.
+
+    A per-agent audience goes out as its template: each agent renders its own from the
+    identity it is given (``AGENT_IDENTITY``) and needs the template's form anyway for the
+    tokens delegations forward, as the memory service does (``kaos_core.auth.config``)."""
     if not posture.user_identity or posture.user_issuer is None:
         return {}
     env = {

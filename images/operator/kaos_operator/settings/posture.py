@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar, Literal
 
+from kaos_core.auth.config import UserAudience
 from kaos_core.auth.names import (
     DEFAULT_PRINCIPAL_CLAIM,
     DEFAULT_SERVICE_ACCOUNT_ISSUER,
@@ -42,7 +43,12 @@ class Posture(SettingsGroup):
     )
     # Used only with a user issuer: what user tokens must carry and where the principal is.
     user_audience: str = setting(
-        "with a user issuer: the audience end users' tokens must carry",
+        "with a user issuer: the audience end users' tokens must carry, one for every agent"
+        " (`kaos`), or each agent's own from a template with the placeholders `{namespace}`"
+        " and `{name}` (e.g. `kaos.dev/agent/{namespace}/{name}`): an agent then accepts a"
+        " user's token sent to it only for its own audience, so a token a client got for one"
+        " agent is refused (401) by the others, while a token an agent forwards when it"
+        " delegates, and the memory service, accept an audience of the template's form",
         default=DEFAULT_USER_AUDIENCE,
         min_length=1,
     )
@@ -61,11 +67,15 @@ class Posture(SettingsGroup):
     )
     # Used only with a user issuer: who may talk to which agent, decided by Kubernetes RBAC
     # (``kaos_core.auth.invoke``), and who a token names there (the API server's OIDC flags).
+    # On by default: a verified user is served only where granted (deny by default).
     user_rbac: bool = setting(
         "with a user issuer: an agent serves a verified user only when Kubernetes RBAC lets"
         " them `create` its `agents/invoke` subresource (`kaos agent grant`; the chart's"
-        " `<release>-agent-user` ClusterRole); refused users get 403 `agent_not_granted`",
-        default=False,
+        " `<release>-agent-user` ClusterRole); refused users get 403 `agent_not_granted`."
+        " `false` gives that up: every user the issuer vouches for may talk to every agent"
+        " (and, through delegation, to every agent it delegates to); without a user issuer"
+        " it changes nothing",
+        default=True,
     )
     user_username_claim: str = setting(
         "with `KAOS_USER_RBAC`: the user token's claim naming the Kubernetes user (as"
@@ -129,6 +139,12 @@ class Posture(SettingsGroup):
     @classmethod
     def _egress(cls, value: str | None) -> str | None:
         cluster_egress(value)  # refused at load, naming the entry
+        return value
+
+    @field_validator("user_audience")
+    @classmethod
+    def _user_audience(cls, value: str) -> str:
+        UserAudience(value)  # refused at load: an unknown placeholder, an unmatched brace
         return value
 
     @property

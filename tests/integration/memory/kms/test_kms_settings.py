@@ -29,6 +29,7 @@ def test_the_kms_kek_without_its_settings_does_not_load() -> None:
         ({f"{KMS}ALIAS_PREFIX": "aws/kaos"}, f"{KMS}ALIAS_PREFIX='aws/kaos'"),
         ({f"{KMS}ALIAS_PREFIX": "kaos memory"}, f"{KMS}ALIAS_PREFIX='kaos memory'"),
         ({f"{KMS}DELETION_WINDOW_DAYS": "1"}, f"{KMS}DELETION_WINDOW_DAYS='1'"),
+        ({f"{KMS}KEY_CHECK_SECONDS": "-1"}, f"{KMS}KEY_CHECK_SECONDS='-1'"),
         ({f"{KMS}ENDPOINT": "kms.local:4599"}, f"{KMS}ENDPOINT='kms.local:4599'"),
         ({f"{KMS}ACCESS_KEY_ID": "AKID"}, f"{KMS}ACCESS_KEY_ID and {KMS}SECRET_ACCESS_KEY"),
     ],
@@ -57,3 +58,7 @@ async def test_complete_settings_make_a_client_of_the_kms_they_name(kms: LocalKm
         await backend.close()
     aws = load_memory_settings({**kms.env(), f"{KMS}ENDPOINT": ""}).kms.kek(store="s")
     assert aws.endpoint == "https://kms.eu-west-2.amazonaws.com/"
+    # How long an unwrapped key is used before the KMS is asked again: the keyring's bound.
+    assert (backend.check_seconds, aws.check_seconds) == (5.0, 5.0)
+    every_use = load_memory_settings({**kms.env(), f"{KMS}KEY_CHECK_SECONDS": "0"})
+    assert every_use.kms.kek(store="s").check_seconds == 0

@@ -1,9 +1,11 @@
-"""The erasure audit in the conversation store, on both backends.
+"""The audit in the conversation store, on both backends.
 
 Driven through ``SqlConversationStore`` with a ``FakeClock``: an erasure writes its audit
 record in the tombstone's transaction (who, when, the scope, rows per tier), the facts
 are added to it afterwards, it becomes final with the tombstone, and the listing pages
-newest first within the store group. No record holds any erased text.
+newest first within the store group. No record holds any erased text. An export or import
+is recorded ``started`` and then updated with how it ended; neither kind of record is
+reached by the other's updates, and the listing filters by action.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from kaos_memory.scope import Attribution, Scope
-from kaos_memory.storage.audit import Actor
+from kaos_memory.storage.audit import Actor, Moved, Transfer
 from kaos_memory.storage.base import ErasureSelector, FoldPolicy, NewTurn
 from kaos_memory.storage.sql.store import SqlConversationStore
 
@@ -93,3 +95,48 @@ async def test_the_audit_pages_newest_first(store: SqlConversationStore) -> None
     assert all(e.actor.kind == "unknown" and not e.actor.verified for e in first)
     rest = await store.audit("g", 10, first[-1].id)
     assert [e.id for e in rest] == ids[::-1][2:]
+
+
+async def test_transfers_are_recorded_started_then_ended_beside_the_erasures(
+    store: SqlConversationStore,
+) -> None:
+    await write(store, BOB_1, 2)
+    export = Transfer(action="export", actor=ADMIN, level="user", principal="bob")
+    export_id = await store.record_transfer("g", export)
+    (started,) = await store.audit("g", 10, None)
+    assert (started.id, started.action, started.outcome) == (export_id, "export", "started")
+    assert started.erasure_id == 0 and started.final is False
+    assert (started.level, started.principal, started.agent) == ("user", "bob", None)
+    assert (started.short_term, started.medium_term, started.long_term, started.skipped) == (
+        0, 0, 0, 0,
+    )  # fmt: skip
+
+    erased = await store.erase(ErasureSelector(group="g", principal="bob"), BOB, "e", 60, ADMIN)
+    assert erased.tombstone is not None and erased.audit_id is not None
+    imported = Transfer(action="import", actor=ADMIN, level="store", source="mem0")
+    import_id = await store.record_transfer("g", imported)
+    await store.update_transfer(export_id, "complete", Moved(turns=2, digests=1, facts=3))
+    await store.update_transfer(import_id, "failed", Moved(facts=4, skipped=5))
+    # Neither an erasure's fact count nor a transfer's end reaches the other kind.
+    await store.add_erased_facts(erased.tombstone.id, 6)
+    await store.update_transfer(erased.audit_id, "complete", Moved(turns=99))
+    assert await store.finish_erasure(erased.tombstone, "e")
+
+    listed = await store.audit("g", 10, None)
+    assert [(e.id, e.action) for e in listed] == [
+        (import_id, "import"),
+        (erased.audit_id, "forget"),
+        (export_id, "export"),
+    ]
+    mem0, forget, done = listed
+    assert (mem0.outcome, mem0.final, mem0.source, mem0.level) == ("failed", False, "mem0", "store")
+    assert (mem0.long_term, mem0.skipped, mem0.principal) == (4, 5, None)
+    assert (forget.outcome, forget.final, forget.skipped, forget.source) == (None, True, 0, None)
+    assert (forget.short_term, forget.medium_term, forget.long_term) == (2, 0, 6)
+    assert (done.outcome, done.final, done.actor) == ("complete", True, ADMIN)
+    assert (done.short_term, done.medium_term, done.long_term, done.skipped) == (2, 1, 3, 0)
+
+    assert [e.id for e in await store.audit("g", 10, None, "forget")] == [erased.audit_id]
+    assert [e.id for e in await store.audit("g", 10, None, "import")] == [import_id]
+    assert [e.id for e in await store.audit("g", 10, import_id, "export")] == [export_id]
+    assert await store.audit("other", 10, None, "export") == []

@@ -130,3 +130,38 @@ async def test_an_older_database_is_migrated_to_the_latest_version(
     assert [t.content for t in await window_rows(store, WHO.key, 10)] == ["after"]
     idle = await store.idle_sessions("2001-01-01T00:00:00+00:00", 10)
     assert [i.key for i in idle] == (["old-key"] if upto else []), "old rows survive"
+
+
+async def test_an_audit_from_before_transfers_reads_as_forgets(
+    make_dialect: MakeDialect, closing: list[SqlConversationStore]
+) -> None:
+    # Version 8: the audit held erasures only, with no column saying so.
+    before = tuple(m for m in schema.MIGRATIONS if m.version < 9)
+    _prepare(make_dialect(), before, versioned=True)
+    dialect = make_dialect()
+    dialect.open()
+    try:
+        with dialect.transaction() as cur:
+            tx = Tx(cur, dialect, 0.0)
+            erasure = tx.one(
+                "INSERT INTO kaos_mem_erasures (grp, level, principal, erased_at, done_at)"
+                " VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                ("g", "user", "bob", 10.0, 11.0),
+            )
+            tx.execute(
+                "INSERT INTO kaos_mem_audit (erasure_id, grp, at, actor_kind, actor, verified,"
+                " level, principal, short_term, medium_term, long_term)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (erasure[0], "g", 10.0, "admin", "ops", True, "user", "bob", 3, 1, 2),
+            )
+    finally:
+        dialect.close()
+    store = await _store(make_dialect)
+    closing.append(store)
+    assert _version(make_dialect) == schema.LATEST
+    (old,) = await store.audit("g", 10, None)
+    assert (old.action, old.outcome, old.skipped, old.source) == ("forget", None, 0, None)
+    assert (old.level, old.principal, old.final) == ("user", "bob", True)
+    assert (old.short_term, old.medium_term, old.long_term) == (3, 1, 2)
+    assert [e.id for e in await store.audit("g", 10, None, "forget")] == [old.id]
+    assert await store.audit("g", 10, None, "export") == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 
 import pytest
@@ -70,3 +71,17 @@ def test_the_blind_index_is_keyed() -> None:
     assert envelope.blind(b"k1", "paris") == envelope.blind(b"k1", "paris")
     assert envelope.blind(b"k1", "paris") != envelope.blind(b"k2", "paris")
     assert "paris" not in envelope.blind(b"k1", "paris")
+
+
+def test_the_envelope_is_prefix_then_base64_of_version_key_nonce_and_ciphertext() -> None:
+    # The stored format: a sealer that starts from the key's head must write the same bytes.
+    aead = _aead()
+    ad = envelope.associated(b"s", "turn:k/1")
+    sealed = envelope.seal_under(aead, envelope.head(KEY_ID), ad, "text")
+    assert sealed.startswith(envelope.head(KEY_ID))
+    body = base64.b64decode(sealed[len(envelope.PREFIX) :], validate=True)
+    assert body[:1] == bytes((envelope.VERSION,))
+    assert body[1:9] == KEY_ID
+    nonce, ciphertext = body[9:21], body[21:]
+    assert aead.decrypt(nonce, ciphertext, ad) == b"text"
+    assert envelope.open_sealed(aead, ad, envelope.seal(aead, KEY_ID, ad, "text")) == "text"

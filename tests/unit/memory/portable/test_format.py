@@ -8,8 +8,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from kaos_memory.portable.__main__ import main
-from kaos_memory.portable.format import (
+from kaos_core.http.body import validation_message
+from kaos_core.memory.portable import (
     DigestRecord,
     Embedding,
     ExportScope,
@@ -20,6 +20,8 @@ from kaos_memory.portable.format import (
     json_schema,
     parse_line,
 )
+from kaos_memory.portable.__main__ import main
+from pydantic import ValidationError
 
 ROOT = Path(__file__).resolve().parents[4]
 SCHEMA = ROOT / "docs" / "memory" / "kaos-memory-export.schema.json"
@@ -97,3 +99,27 @@ def test_the_schema_and_the_importer_refuse_the_same_lines(doc: dict[str, object
         jsonschema.validate(doc, json_schema())
     with pytest.raises(ValueError):
         parse_line(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("principal", "al\tice", "principal: contains control characters"),
+        ("principal", "*", "principal: is the wildcard"),
+        ("session", "s\u200b1", "session: contains a character that is not printable"),
+        ("session", "x" * 257, "session: is longer than 256 characters"),
+        ("agent", "pl\u200banner", "agent: contains a character that is not printable"),
+    ],
+)
+def test_a_line_no_request_could_reach_is_not_a_record(
+    field: str, value: str, problem: str
+) -> None:
+    """An owner no ``X-Principal``/``X-Session-Id`` header could name would hold memory
+    that no recall or forget reaches: the line is refused, as the headers are."""
+    line = json.loads(dump_line(LINES[1]))
+    line[field] = value
+
+    with pytest.raises(ValidationError) as caught:
+        parse_line(json.dumps(line))
+
+    assert problem in validation_message(caught.value)

@@ -46,13 +46,27 @@ async def test_lines_are_checked_across_any_chunking(size: int) -> None:
     data = body(
         HEADER,
         turn("a", "alice", "é" * 50),
-        {"kind": "digest", "session": "a", "version": 1, "text": "d", "at": "t"},
+        {
+            "kind": "digest",
+            "session": "a",
+            "version": 1,
+            "text": "d",
+            "at": "t",
+            "principal": "alice",
+        },
     )
     spool = io.BytesIO()
     plan = await check_lines(chunked(data, size), spool, facts_allowed=True)
-    assert plan.records == 2 and plan.sessions == {"a": "alice"}
+    assert plan.records == 2 and plan.sessions == {("a", "alice")}
     assert spool.getvalue() == data
     assert [r.kind for r in spooled_records(spool)] == ["turn", "digest"]
+
+
+async def test_one_session_id_of_two_principals_is_two_conversations() -> None:
+    digest = {"kind": "digest", "session": "a", "version": 1, "text": "d", "at": "t"}
+    data = body(HEADER, turn("a", "alice"), turn("a", "bob"), turn("a", None), digest)
+    plan = await check_lines(chunked(data, 5), io.BytesIO(), facts_allowed=False)
+    assert plan.sessions == {("a", "alice"), ("a", "bob"), ("a", None)}
 
 
 @pytest.mark.parametrize(
@@ -60,7 +74,6 @@ async def test_lines_are_checked_across_any_chunking(size: int) -> None:
     [
         (body(turn("a", "alice")), 1, "the first line must be the header"),
         (body(HEADER, HEADER), 2, "the header must be the first line"),
-        (body(HEADER, turn("a", "alice"), turn("a", "bob")), 3, "two principals"),
         (body(HEADER) + b"\n\n{]\n", 4, "malformed JSON"),
         (
             body(

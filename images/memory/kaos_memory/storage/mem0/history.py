@@ -16,9 +16,21 @@ of it (``null_history``).
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from kaos_memory.storage.mem0.terms import ID_KEYS, WILDCARD, Filters
+from kaos_memory.scope import Scope, conversation_key
+from kaos_memory.storage.mem0.terms import (
+    ID_KEYS,
+    RUN_ID_KEY,
+    USER_KEY,
+    WILDCARD,
+    from_entity_id,
+    mem0_filter,
+)
+
+# Identity keys a message's session scope must hold (a value) or must not hold (None).
+MessageFilter = Mapping[str, str | None]
 
 _CHUNK = 500
 
@@ -58,33 +70,57 @@ def parse_session_scope(scope: str) -> dict[str, str]:
     return out
 
 
+def message_filter(scope: Scope) -> MessageFilter:
+    """The messages an erasure of ``scope`` reaches, as the facts' filter names them; a
+    session is its principal's, so a session without one reaches no message that has one."""
+    wanted: dict[str, str | None] = {
+        k: v for k, v in mem0_filter(scope).items() if k in ID_KEYS and v != WILDCARD
+    }
+    if scope.level == "session":
+        wanted.setdefault(USER_KEY, None)
+    return wanted
+
+
+def message_conversation(group: str, session_scope: dict[str, str]) -> str | None:
+    """The conversation key (``scope.conversation_key``) a message's session scope belongs
+    to: its session and principal (``run_id``, ``user_id``); None without a session."""
+    run = session_scope.get(RUN_ID_KEY)
+    if run is None:
+        return None
+    user = session_scope.get(USER_KEY)
+    principal = None if user is None else from_entity_id(user)
+    return conversation_key(group, from_entity_id(run), principal)
+
+
 def purge_mem0_history(
     conn: Any,
     ids: list[str],
-    scope_filter: Filters | None,
-    run_ids: list[str] | None = None,
+    scope: MessageFilter | None,
+    group: str = "",
+    keys: Collection[str] = (),
 ) -> None:
-    """Delete the history rows of ``ids`` and, given a scope filter, the scope's messages,
-    and the messages of every session scope whose ``run_id`` is in ``run_ids``.
+    """Delete the history rows of ``ids`` and the messages of the erased conversations:
+    those ``scope`` selects (given), and those of ``group`` whose conversation key is in
+    ``keys``.
 
-    ``conn`` is Mem0's own history connection (the caller holds Mem0's lock); the filter's
-    identity keys select messages, a wildcard or absent key matches everything.
+    ``conn`` is Mem0's own history connection (the caller holds Mem0's lock). ``scope``
+    maps identity keys to the value a message's session scope must hold (``None``: must
+    not hold the key). Matching by conversation key keeps another principal's messages
+    under the same session id: a session id is its principal's, so theirs is another
+    conversation.
     """
-    runs = set(run_ids or ())
+    wanted = set(keys)
     try:
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start : start + _CHUNK]
             marks = ",".join("?" for _ in chunk)
             conn.execute(f"DELETE FROM history WHERE memory_id IN ({marks})", chunk)
-        if scope_filter is not None or runs:
-            wanted = None
-            if scope_filter is not None:
-                wanted = {k: v for k, v in scope_filter.items() if k in ID_KEYS and v != WILDCARD}
+        if scope is not None or wanted:
             doomed = []
             for rid, session_scope in conn.execute("SELECT id, session_scope FROM messages"):
                 parsed = parse_session_scope(session_scope or "")
-                in_scope = wanted is not None and all(parsed.get(k) == v for k, v in wanted.items())
-                if in_scope or parsed.get("run_id") in runs:
+                in_scope = scope is not None and all(parsed.get(k) == v for k, v in scope.items())
+                if in_scope or message_conversation(group, parsed) in wanted:
                     doomed.append((rid,))
             conn.executemany("DELETE FROM messages WHERE id = ?", doomed)
     except BaseException:

@@ -14,9 +14,11 @@ Two wrappers go between Mem0 and what it writes to (``install``):
   record ``message:<scope>``; its audit trail of fact changes (``history``) keeps the
   events without their text (KAOS never reads it).
 
-Both run on Mem0's worker threads; keys come from the keyring (``key_for_sync``), cached
-after first use. KAOS's own reads of the vector store (its searches, pages) get sealed
-payloads and open them in the store (``open_payload``).
+Both run on Mem0's worker threads; keys come from the keyring (``key_for_sync``,
+``prepare_sync``: one load or check per key for a whole result), cached after first use.
+KAOS's own reads of the vector store (its searches, pages) get sealed payloads and open them
+on the event loop (``open_payload``), where opened fact texts are kept by fact id in the
+keyring's text cache (``FACT_SPACE``) for the next search that finds them.
 """
 
 from __future__ import annotations
@@ -37,8 +39,12 @@ HASH = "hash"
 _WORD = re.compile(r"\w+")
 
 
+# The text cache's space of fact texts: ``fact_record(fact_id)`` is this followed by the id.
+FACT_SPACE = "fact:"
+
+
 def fact_record(fact_id: str) -> str:
-    return f"fact:{fact_id}"
+    return f"{FACT_SPACE}{fact_id}"
 
 
 def payload_owner(ids: dict[str, Any]) -> str:
@@ -72,13 +78,25 @@ def open_payload(
     ring: Keyring, batch: Batch, fact_id: str, payload: Payload | None
 ) -> Payload | None:
     """The payload with its text opened (None: its key is gone, it reads as erased), with
-    the keys ``Keyring.prepare`` gave (``open_payload_sync`` loads them itself)."""
-    if payload is None or not isinstance(payload.get(DATA), str):
+    the keys ``Keyring.prepare`` gave, on the event loop (``open_payload_sync`` is Mem0's).
+    Without Mem0's ``hash``: KAOS's reads never give it out."""
+    if payload is None:
+        return None
+    sealed = payload.get(DATA)
+    if not isinstance(sealed, str) or not sealed.startswith(envelope.PREFIX):
         return payload
-    if not envelope.is_sealed(payload[DATA]):
-        return payload
-    text = ring.open(payload[DATA], fact_record(fact_id), batch)
-    return None if text is None else _opened(payload, text)
+    hit = ring.opened(FACT_SPACE).get(fact_id)
+    if hit is not None and hit[0] == sealed:
+        text: str | None = hit[1]
+    else:
+        text = ring.open(sealed, fact_record(fact_id), batch, keep=False)
+        if text is None:
+            return None
+        ring.remember(FACT_SPACE, fact_id, sealed, text)
+    out = dict(payload)
+    out[DATA] = text
+    out.pop(LEMMAS, None)
+    return out
 
 
 def _opened(payload: Payload, text: str) -> Payload:
@@ -89,12 +107,16 @@ def _opened(payload: Payload, text: str) -> Payload:
     return out
 
 
-def open_payload_sync(ring: Keyring, fact_id: str, payload: Payload | None) -> Payload | None:
+def open_payload_sync(
+    ring: Keyring, fact_id: str, payload: Payload | None, batch: Batch | None = None
+) -> Payload | None:
+    """``open_payload`` on Mem0's worker threads, with Mem0's ``hash`` of the text; the
+    keys from ``batch`` (``Keyring.prepare_sync``), else loaded one by one."""
     if payload is None or not isinstance(payload.get(DATA), str):
         return payload
     if not envelope.is_sealed(payload[DATA]):
         return payload
-    text = ring.open_sync(payload[DATA], fact_record(fact_id))
+    text = ring.open_sync(payload[DATA], fact_record(fact_id), batch)
     return None if text is None else _opened(payload, text)
 
 
@@ -118,9 +140,10 @@ class SealedVectorStore:
         it reads as erased) or kept as stored (a deletion still finds it)."""
         if results and isinstance(results, list) and isinstance(results[0], list):
             return [self._open(r, drop=drop) for r in results]
+        batch = self._ring.prepare_sync(payload_texts(r.payload for r in results or []))
         out = []
         for r in results or []:
-            payload = open_payload_sync(self._ring, str(r.id), r.payload)
+            payload = open_payload_sync(self._ring, str(r.id), r.payload, batch)
             if payload is None and r.payload is not None:
                 if drop:
                     continue

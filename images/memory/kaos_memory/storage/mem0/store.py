@@ -15,9 +15,10 @@ What this store adds to Mem0, on either backend (``backend.VectorBackend``):
   ``(created_at, id)`` served.
 - Erasure as filtered listing plus per-id deletion (it works for every level on both
   backends, including facts without a ``user_id``), then a purge of Mem0's history
-  database (``history``) of the deleted ids and of the scope's and every erased session's
-  messages. The caller runs the erasure after the extractions in flight on those sessions
-  ended, so no extraction saves erased turns after the purge.
+  database (``history``) of the deleted ids and of the messages of the scope and of every
+  erased conversation (a session id and its principal: another principal's messages under
+  the same id stay). The caller runs the erasure after the extractions in flight on those
+  sessions ended, so no extraction saves erased turns after the purge.
 - Recall ranking: the backend's nearest facts re-ranked with a lexical signal
   (``ranking``), above the recall threshold.
 """
@@ -49,7 +50,7 @@ from kaos_memory.storage.mem0.backend import VectorBackend, vector_backend
 from kaos_memory.storage.mem0.config import mem0_config
 from kaos_memory.storage.mem0.cursor import decode_cursor, encode_cursor
 from kaos_memory.storage.mem0.errors import wrap_longterm_error
-from kaos_memory.storage.mem0.history import purge_mem0_history
+from kaos_memory.storage.mem0.history import message_filter, purge_mem0_history
 from kaos_memory.storage.mem0.llm import CheckedLlm
 from kaos_memory.storage.mem0.terms import (
     ATTEMPT_KEY,
@@ -63,7 +64,6 @@ from kaos_memory.storage.mem0.terms import (
     mem0_metadata,
     mem0_principal,
     stored_ids,
-    to_entity_id,
     to_fact,
 )
 from kaos_memory.storage.ranking import fuse, pool_size
@@ -258,7 +258,7 @@ class Mem0LongTermStore:
         scope = Scope(level="user", group=group, session=None, principal=principal, agent=None)
         return await self._run(self.backend.count, mem0_filter(scope))
 
-    async def erase(self, scope: Scope, sessions: tuple[str, ...] = ()) -> int:
+    async def erase(self, scope: Scope, keys: tuple[str, ...] = ()) -> int:
         filters = mem0_filter(scope)
         deleted: list[str] = []
         seen: set[tuple[str, ...]] = set()
@@ -274,7 +274,7 @@ class Mem0LongTermStore:
             seen.add(marker)
             await self._run(self.backend.delete, facts)
             deleted += batch
-        await self._run(self._purge_history, deleted, scope, sessions)
+        await self._run(self._purge_history, deleted, scope, keys)
         return len(deleted)
 
     def _delete(self, facts: Sequence[Row]) -> int:
@@ -284,14 +284,19 @@ class Mem0LongTermStore:
         return count
 
     def _purge_history(
-        self, ids: list[str], scope: Scope | None, sessions: tuple[str, ...] = ()
+        self, ids: list[str], scope: Scope | None, keys: tuple[str, ...] = ()
     ) -> None:
-        """Remove erased text from Mem0's history DB (Mem0 keeps it after deletion)."""
+        """Remove erased text from Mem0's history DB (Mem0 keeps it after deletion): the
+        facts' rows, and the messages of the scope and of the conversations ``keys``."""
         db = self.memory.db
-        wanted = None if scope is None else mem0_filter(scope)
-        runs = [to_entity_id(s) for s in sessions]
         with self._history_lock, db._lock:
-            purge_mem0_history(db.connection, ids, wanted, runs)
+            purge_mem0_history(
+                db.connection,
+                ids,
+                None if scope is None else message_filter(scope),
+                "" if scope is None else scope.group,
+                keys,
+            )
 
     async def reclaim(self) -> None:
         await self._run(self.backend.reclaim)

@@ -26,7 +26,9 @@ from kaos_memory.storage.sql.dialect import Tx
 from kaos_memory.storage.sql.sealing import digest_record, turn_record
 from kaos_memory.storage.sql.window import NONE
 
-_SESSIONS = "SELECT DISTINCT key, session FROM kaos_mem_attribution WHERE grp = %s"
+# A session's principal is in its key (``conversation_key``), so every attribution row of
+# the key names the same one; MAX skips the "no principal" marker a legacy row may add.
+_SESSIONS = "SELECT key, session, MAX(principal) FROM kaos_mem_attribution WHERE grp = %s"
 _TURN_COLUMNS = "seq, role, content, tokens, at, principal, agent, infer, folded_by, rid"
 _INSERT_TURN = (
     "INSERT INTO kaos_mem_turns (key, role, content, tokens, at, principal, agent, infer,"
@@ -55,8 +57,8 @@ def sessions(
     if after is not None:
         text += " AND key > %s"
         params.append(after)
-    rows = tx.all(text + " ORDER BY key LIMIT %s", (*params, limit))
-    return [StoredSession(key=k, session=s) for k, s in rows]
+    rows = tx.all(text + " GROUP BY key, session ORDER BY key LIMIT %s", (*params, limit))
+    return [StoredSession(key=k, session=s, principal=p or None) for k, s, p in rows]
 
 
 def turns(

@@ -2,7 +2,8 @@
 
 Tables (every name prefixed ``kaos_mem_`` so they sit beside Mem0's pgvector table):
 
-- ``turns``: one row per turn, keyed by ``kaos_group:<group>|run:<session>``, with its
+- ``turns``: one row per turn, keyed by the conversation key (``scope.conversation_key``:
+  the group, the session's principal when it has one, the session id), with its
   attribution and ``folded_by`` (the fold that evicted it; NULL while in the window).
 - ``digests``: append-only digest versions per key; older versions pruned past retention.
 - ``folds``: one row per evicted batch (first/last seq, digest version, digest and
@@ -14,12 +15,14 @@ Tables (every name prefixed ``kaos_mem_`` so they sit beside Mem0's pgvector tab
 - ``erasures``: the tombstones, one per erasure (scope, time, when it became final), and
   ``erased_keys``: the sessions a pending erasure reached (no fold work runs on them).
 - ``audit``: one record per erasure (who, when, the scope, rows erased per tier; never
-  content), written with its tombstone (``storage.audit``), and its signed receipt.
+  content), written with its tombstone (``storage.audit``), and its signed receipt; and
+  one per export or import (who, when, the scope, records moved, how it ended).
 - ``receipt_keys``: the receipt signing key of each store group without a key Secret.
 - ``write_rates``: each agent's writes per calendar minute (the write-rate quota).
 - ``keys``: one wrapped data key per owner of the group (``crypto.keyring``); a
   principal's forget deletes its row with the tombstone (crypto-shredding). Turns carry
   ``rid``, the record id a sealed turn's associated data names.
+- ``rekeys``: the sessions still to move to their principal's key (``rekey``).
 - ``schema``: one row, the version the tables are at.
 
 ``MIGRATIONS`` is ordered; migration ``n`` takes the tables from version ``n - 1`` to
@@ -240,6 +243,32 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE UNIQUE INDEX IF NOT EXISTS kaos_mem_keys_owner ON kaos_mem_keys (grp, owner)",
             # A turn's record id, bound into its sealed content (NULL: written in the clear).
             "ALTER TABLE kaos_mem_turns ADD COLUMN rid TEXT",
+        ),
+    ),
+    Migration(
+        8,
+        (
+            # A principal's sessions get keys of their own (``scope.conversation_key``):
+            # the shared-form keys a principal wrote to, each moved at start by ``rekey``
+            # (sealed texts name their key, so the move is Python's, not SQL's).
+            "CREATE TABLE IF NOT EXISTS kaos_mem_rekeys (old_key TEXT PRIMARY KEY)",
+            "INSERT INTO kaos_mem_rekeys (old_key) SELECT DISTINCT key FROM kaos_mem_attribution"
+            " WHERE principal <> '' AND key = 'kaos_group:' || grp || '|run:' || session",
+        ),
+    ),
+    Migration(
+        9,
+        (
+            # Exports and imports join the audit (``storage.audit``): ``action`` says which
+            # a row records (every row before this migration is a forget's), ``outcome``
+            # how a transfer ended (NULL for forgets, whose tombstone says that), its
+            # records already held, and an import's ``source`` format. A transfer's
+            # ``erasure_id`` is 0, an id no erasure has (they start at 1), and its turns,
+            # digests and facts moved go in the per-tier columns.
+            "ALTER TABLE kaos_mem_audit ADD COLUMN action TEXT NOT NULL DEFAULT 'forget'",
+            "ALTER TABLE kaos_mem_audit ADD COLUMN outcome TEXT",
+            "ALTER TABLE kaos_mem_audit ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE kaos_mem_audit ADD COLUMN source TEXT",
         ),
     ),
 )

@@ -21,7 +21,15 @@ from kaos_memory.clock import Clock, wall_clock
 from kaos_memory.crypto.kek import KeyEncryptionKey, KeyUnreadable
 from kaos_memory.crypto.keyring import DataKey, KeyGone, Keyring, StoredKey, owner_of
 from kaos_memory.scope import Attribution, Scope, conversation_key
-from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor, AuditEntry
+from kaos_memory.storage.audit import (
+    UNKNOWN_ACTOR,
+    Actor,
+    AuditAction,
+    AuditEntry,
+    Moved,
+    Transfer,
+    TransferOutcome,
+)
 from kaos_memory.storage.base import (
     Appended,
     Digest,
@@ -50,6 +58,7 @@ from kaos_memory.storage.sql import (
     leases,
     portable,
     receipt_keys,
+    rekey,
     schema,
     sealing,
     window,
@@ -132,8 +141,28 @@ class SqlConversationStore:
         await self._run(schema.migrate)
         if self.keyring is not None:
             self.keyring.start()
+        await self._rekey()
         if self._loop_reads is not None:
             await _wrapped(self._loop_reads.open_async())
+
+    async def _rekey(self) -> None:
+        """Move the sessions ``rekey`` lists to their principal's key, before any answer."""
+        ring = self.keyring
+        after = ""
+        while found := await self._run(rekey.pending, after, 100):
+            after = found[-1]
+            for old in found:
+                for _ in range(3):
+                    move = await self._run(rekey.plan, old, ring is not None)
+                    if move is None:
+                        break
+                    if ring is not None:
+                        await rekey.reseal(ring, move)
+                    try:
+                        await self._run(rekey.apply, move, ring is not None)
+                        break
+                    except rekey.Changed:
+                        continue  # written to meanwhile: read it again
 
     async def close(self) -> None:
         if self._pool is None:
@@ -166,7 +195,8 @@ class SqlConversationStore:
             return await self._run(window.append, attribution, turns, infer, policy, quota)
         owner = owner_of(attribution.principal, attribution.agent)
         for _ in range(3):
-            data_key = await _key_for(ring, owner)
+            # The cached key without a wait: a write's hot path.
+            data_key = ring.cached(owner) or await _key_for(ring, owner)
             sealed = sealing.seal_turns(ring, data_key, attribution.key, turns)
             try:
                 return await self._run(
@@ -297,11 +327,19 @@ class SqlConversationStore:
     async def add_erased_facts(self, erasure_id: int, facts: int) -> None:
         await self._run(audit.add_long_term, erasure_id, facts)
 
-    async def audit(self, group: str, limit: int, before: int | None) -> list[AuditEntry]:
-        return await self._run(audit.entries, group, limit, before)
+    async def audit(
+        self, group: str, limit: int, before: int | None, action: AuditAction | None = None
+    ) -> list[AuditEntry]:
+        return await self._run(audit.entries, group, limit, before, action)
 
     async def add_receipt(self, audit_id: int, receipt: str) -> None:
         await self._run(audit.add_receipt, audit_id, receipt)
+
+    async def record_transfer(self, group: str, transfer: Transfer) -> int:
+        return await self._run(audit.record_transfer, group, transfer)
+
+    async def update_transfer(self, audit_id: int, outcome: TransferOutcome, moved: Moved) -> None:
+        await self._run(audit.update_transfer, audit_id, outcome, moved)
 
     async def receipt_signing_key(self, group: str, candidate: str) -> str:
         return await self._run(receipt_keys.signing_key, group, candidate)
@@ -370,15 +408,21 @@ class SqlConversationStore:
         return await self._run(portable.principals, key)
 
     async def import_session(
-        self, group: str, session: str, turns: list[StoredTurn], digests: list[StoredDigest]
+        self,
+        group: str,
+        session: str,
+        principal: str | None,
+        turns: list[StoredTurn],
+        digests: list[StoredDigest],
     ) -> tuple[int, int]:
-        key = conversation_key(group, session)
+        key = conversation_key(group, session, principal)
         ring = self.keyring
         if ring is None:
             return await self._run(portable.import_session, key, group, session, turns, digests)
         owner = await self._run(window.session_owner, key)
-        if owner == (None, None) and turns:
-            owner = (turns[0].principal, turns[0].agent)
+        if owner == (None, None):
+            # A new session: its owner is its turns' (or, digests only, its principal's).
+            owner = (turns[0].principal, turns[0].agent) if turns else (principal, None)
         for _ in range(3):
             sealed = await portable.sealed(ring, key, turns, digests, owner)
             try:

@@ -47,10 +47,17 @@ NONE = ""
 
 _INSERT_TURN = (
     "INSERT INTO kaos_mem_turns (key, role, content, tokens, at, principal, agent, infer, rid)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
-_INSERT_SEALED = (
-    _INSERT_TURN + " SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s"
-    " WHERE EXISTS (SELECT 1 FROM kaos_mem_keys WHERE id = %s)"
+_STATS = (
+    "SELECT COALESCE(SUM(tokens), 0), COUNT(*) FROM kaos_mem_turns"
+    " WHERE key = %s AND folded_by IS NULL"
+)
+# The window's size, and whether the key a sealed write used still has its row.
+_STATS_SEALED = (
+    "SELECT COALESCE(SUM(tokens), 0), COUNT(*),"
+    " EXISTS (SELECT 1 FROM kaos_mem_keys WHERE id = %s) FROM kaos_mem_turns"
+    " WHERE key = %s AND folded_by IS NULL"
 )
 
 
@@ -81,9 +88,11 @@ def append(
         " flushed = excluded.flushed",
         (key, attribution.group, attribution.session, at, False),
     )
-    # A session is one principal's conversation: once a principal wrote to it, a write by
-    # anyone else (or by nobody) would both inject turns into that principal's window and,
-    # through the attribution index, let the writer read it.
+    # A session is one principal's conversation, and its key names that principal
+    # (``conversation_key``): another principal's write of the same id goes to a key of
+    # its own. A shared-form key a principal wrote to (one of several principals, which
+    # ``rekey`` leaves in place) stays closed to anyone else's write, which would inject
+    # turns into that principal's window and, through the attribution index, read it.
     owners = {
         r[0]
         for r in tx.all(
@@ -94,24 +103,12 @@ def append(
     }
     if owners and attribution.principal not in owners:
         raise SessionBound(key)
+    principal, agent = attribution.principal, attribution.agent
     for turn in turns:
-        values = (
-            key,
-            turn.role,
-            turn.content,
-            turn.tokens,
-            at,
-            attribution.principal,
-            attribution.agent,
-            infer,
-            turn.rid,
+        tx.execute(
+            _INSERT_TURN,
+            (key, turn.role, turn.content, turn.tokens, at, principal, agent, infer, turn.rid),
         )
-        if key_id is None:
-            tx.execute(_INSERT_TURN + " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", values)
-        # Sealed: only while its key row still exists (a forget on another replica may
-        # have shredded the key this replica cached); nothing is written otherwise.
-        elif tx.execute(_INSERT_SEALED, (*values, key_id)).rowcount < 1:
-            raise KeyGone(key_id)
     tx.execute(
         "INSERT INTO kaos_mem_attribution (key, grp, session, principal, agent)"
         " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
@@ -123,11 +120,20 @@ def append(
             attribution.agent or NONE,
         ),
     )
-    tokens, events = tx.one(
-        "SELECT COALESCE(SUM(tokens), 0), COUNT(*) FROM kaos_mem_turns"
-        " WHERE key = %s AND folded_by IS NULL",
-        (key,),
-    )
+    if key_id is None:
+        tokens, events = tx.one(_STATS, (key,))
+    else:
+        # Sealed turns are kept only while their key's row exists: when a forget (on any
+        # replica) deleted it, the owner's key is shredded and the whole write rolls back
+        # (``KeyGone``: the writer seals again under the owner's new key). One check per
+        # write, after every insert, is as strict as one per turn: under SQLite's BEGIN
+        # IMMEDIATE no other writer commits inside this transaction, so every check in it
+        # sees the same rows; under PostgreSQL's READ COMMITTED a statement sees what
+        # committed before it began, so this one, after the last insert, sees every
+        # forget a check beside any insert would have seen.
+        tokens, events, key_found = tx.one(_STATS_SEALED, (key_id, key))
+        if not key_found:
+            raise KeyGone(key_id)
     stats = ActiveStats(tokens=int(tokens), events=int(events))
     fold_id = None
     if policy.crossed(stats.tokens, stats.events):

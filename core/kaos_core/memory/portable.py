@@ -1,8 +1,9 @@
 """The portable memory format: JSON Lines, one header line, then one record per line.
 
-These models are the format's one source of truth: the exporter writes their JSON, the
-importer parses every line with them, and the published JSON Schema
-(``docs/memory/kaos-memory-export.schema.json``, ``hack/gen`` and a drift test) is
+These models are the format's one source of truth: the memory service's exporter writes
+their JSON, its importer parses every line with them, the OpenAPI document publishes the
+endpoints' bodies from them, and the published JSON Schema
+(``docs/memory/kaos-memory-export.schema.json``, ``hack/gen-docs`` and a drift test) is
 generated from ``Line``. A change to a record is a change of ``VERSION``.
 
 The records carry text and attribution, never vectors: an importer embeds facts with its
@@ -15,7 +16,11 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, TypeAdapter
+from pydantic_core import PydanticCustomError
+
+from kaos_core.errors import BadRequest
+from kaos_core.wire import validate_subject
 
 FORMAT = "kaos-memory-export"
 VERSION = 1
@@ -25,6 +30,26 @@ Text = Annotated[str, Field(max_length=1_000_000)]
 Name = Annotated[str, Field(min_length=1, max_length=1024)]
 Time = Annotated[str, Field(min_length=1, max_length=64, description="ISO 8601 time")]
 Scalar = str | int | float | bool | None
+
+
+def _subject(value: str) -> str:
+    """A principal or session a header could name (else no recall or forget reaches it)."""
+    try:
+        return validate_subject("it", value)
+    except BadRequest as exc:
+        raise PydanticCustomError("subject", exc.message.removeprefix("it ")) from None
+
+
+def _printable(value: str) -> str:
+    if not value.isprintable():
+        raise PydanticCustomError("printable", "contains a character that is not printable")
+    return value
+
+
+# The owner keys of a record: checked as the identity headers are, so an import never
+# stores memory that no request could reach (nor a control character PostgreSQL refuses).
+Subject = Annotated[Name, AfterValidator(_subject)]
+AgentName = Annotated[Name, AfterValidator(_printable)]
 
 
 class _Record(BaseModel):
@@ -40,8 +65,8 @@ class ExportScope(_Record):
     level: Literal["store", "user", "agent"] = Field(
         description="store: everything; user: one principal's; agent: one agent's"
     )
-    principal: Name | None = None
-    agent: Name | None = None
+    principal: Subject | None = None
+    agent: AgentName | None = None
 
 
 class Header(_Record):
@@ -61,25 +86,30 @@ class TurnRecord(_Record):
     digest versions and facts are records of their own)."""
 
     kind: Literal["turn"] = "turn"
-    session: Name
+    session: Subject
     role: Name
     text: Text
     at: Time
-    principal: Name | None = None
-    agent: Name | None = None
+    principal: Subject | None = None
+    agent: AgentName | None = None
     tokens: int = Field(default=0, ge=0)
     infer: bool = True
     folded: bool = False
 
 
 class DigestRecord(_Record):
-    """A version of a session's digest (the medium-term tier)."""
+    """A version of a session's digest (the medium-term tier) and whose session it is."""
 
     kind: Literal["digest"] = "digest"
-    session: Name
+    session: Subject
     version: int = Field(ge=1)
     text: Text
     at: Time
+    principal: Subject | None = Field(
+        default=None,
+        description="whose session it is (a session id is each principal's own);"
+        " absent: the session has no principal",
+    )
 
 
 class FactRecord(_Record):
@@ -88,15 +118,31 @@ class FactRecord(_Record):
     kind: Literal["fact"] = "fact"
     id: Name = Field(description="the fact's id in the source; an import derives its own")
     text: Annotated[str, Field(min_length=1, max_length=1_000_000)]
-    session: Name
-    principal: Name | None = None
-    agent: Name | None = None
+    session: Subject
+    principal: Subject | None = None
+    agent: AgentName | None = None
     created_at: Time
     updated_at: Time | None = None
     metadata: dict[str, Scalar] = Field(
         default_factory=dict,
         description="the other fields it was stored with: provenance (kaos_fold,"
         " kaos_attempt, mem0_id) and a writer's own metadata",
+    )
+
+
+class ExportRequest(ExportScope):
+    """``POST /v1/export``: whose memory (``store``: all of it)."""
+
+
+class ImportResponse(_Record):
+    """``POST /v1/import``'s answer: what the import wrote and what it found stored."""
+
+    turns: int = Field(description="turns written")
+    digests: int = Field(description="digest versions written")
+    facts: int = Field(description="facts written (embedded by this store's embedder)")
+    skipped: int = Field(description="records the store already held (an import repeated)")
+    reembedded: bool = Field(
+        description="the source's embedding model differs from this store's (or is unknown)"
     )
 
 
