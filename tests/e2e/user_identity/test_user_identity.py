@@ -26,7 +26,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -41,6 +40,7 @@ from kaos_operator.desired.security import user_rbac_env
 from kaos_operator.settings import Posture
 
 from tests.e2e.user_identity.rbac import agent_grant, applied_agent_rbac, apply, namespace_grant
+from tests.e2e.user_identity.world import AgentNamespace
 from tests.fixtures.agent import AgentFactory
 from tests.fixtures.helm import Helm
 from tests.fixtures.memory import MemoryServer, start_memory
@@ -72,42 +72,9 @@ SEARCH: list[dict[str, Any]] = [
 
 
 @dataclass
-class World:
-    cluster: Cluster
-    ns: str
-    tmp: Path
+class World(AgentNamespace):
     # The chart's ClusterRole letting users talk to agents, bound in ``stack``.
     agent_user_role: str
-
-    def identity(self, sa: str) -> str:
-        return f"kaos://agent/{self.ns}/{sa}"
-
-    def mint(self, sa: str, audience: str) -> str:
-        args = ["create", "token", sa, "-n", self.ns, "--duration", "30m"]
-        if audience:
-            args += ["--audience", audience]
-        return self.cluster.kubectl(*args).stdout.strip()
-
-    def token_file(self, sa: str, audience: str) -> Path:
-        path = self.tmp / f"{sa}-{audience.replace('/', '_') or 'api'}"
-        path.write_text(self.mint(sa, audience))
-        return path
-
-    def callers(self, name: str, *sas: str) -> Path:
-        doc = {
-            "callers": [
-                {"identity": self.identity(sa), "namespace": self.ns, "serviceAccount": sa}
-                for sa in sas
-            ]
-        }
-        path = self.tmp / f"callers-{name}.json"
-        path.write_text(json.dumps(doc))
-        return path
-
-    @property
-    def ca_file(self) -> Path:
-        assert self.cluster.workdir is not None, "needs the test cluster's own CA"
-        return self.cluster.workdir / "pki" / "ca.crt"
 
 
 @dataclass

@@ -31,6 +31,7 @@ from kaos_core.auth import names
 
 from tests.e2e.user_identity.rbac import applied_agent_rbac, apply
 from tests.e2e.user_identity.test_user_identity import AUDIENCE, DELEGATE, a2a, chat
+from tests.e2e.user_identity.world import AgentNamespace
 from tests.fixtures.agent import AgentFactory
 from tests.fixtures.helm import Helm
 from tests.support.cluster import SERVICE_ACCOUNT_ISSUER, Cluster
@@ -52,42 +53,12 @@ REVOKE_SLACK = 5.0
 
 
 @dataclass
-class World:
-    cluster: Cluster
-    ns: str
+class World(AgentNamespace):
     release: str
-    tmp: Path
 
     @property
     def cluster_role(self) -> str:
         return f"{self.release}-kaos-agent-user"
-
-    def identity(self, sa: str) -> str:
-        return f"kaos://agent/{self.ns}/{sa}"
-
-    def token_file(self, sa: str, audience: str) -> Path:
-        args = ["create", "token", sa, "-n", self.ns, "--duration", "30m"]
-        if audience:
-            args += ["--audience", audience]
-        path = self.tmp / f"{sa}-{audience.replace('/', '_') or 'api'}"
-        path.write_text(self.cluster.kubectl(*args).stdout.strip())
-        return path
-
-    def callers(self, name: str, *sas: str) -> Path:
-        doc = {
-            "callers": [
-                {"identity": self.identity(sa), "namespace": self.ns, "serviceAccount": sa}
-                for sa in sas
-            ]
-        }
-        path = self.tmp / f"callers-{name}.json"
-        path.write_text(json.dumps(doc))
-        return path
-
-    @property
-    def ca_file(self) -> Path:
-        assert self.cluster.workdir is not None
-        return self.cluster.workdir / "pki" / "ca.crt"
 
     def kaos(self, *args: str) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
@@ -131,7 +102,7 @@ def world(
                 k8s_cluster.kubectl("create", "serviceaccount", sa, "-n", ns)
             apply(k8s_cluster, [_agent_object(n) | {"metadata": {"name": n, "namespace": ns}}
                                 for n in (COORDINATOR, RESEARCHER)])  # fmt: skip
-            yield World(k8s_cluster, ns, release, tmp_path_factory.mktemp("user-rbac"))
+            yield World(k8s_cluster, ns, tmp_path_factory.mktemp("user-rbac"), release)
     finally:
         k8s_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 

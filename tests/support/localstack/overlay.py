@@ -36,6 +36,14 @@ _RBAC_WHY = (
     " (posture.userRbac, on by default); locally there is no API server to ask, so every"
     " verified user is served (tests/e2e/user_identity asks a real one)"
 )
+# The store's budget for one summarisation or extraction call (kaos_memory settings).
+MODEL_TIMEOUT = "KAOS_MEMORY_MODEL_TIMEOUT"
+_MODEL_TIMEOUT_WHY = (
+    "real model: a pod's store gives a model call the default minute, fit for a served model;"
+    " SmolLM2 on two shared CPU cores reads Mem0's extraction prompt (its whole context) in"
+    " minutes, and a call abandoned at its timeout keeps Ollama busy while every retry, and"
+    " the next chat, queues behind it"
+)
 # Every variable a local process gets beside its desired-state function's output, and why.
 OVERLAY: dict[str, str] = {
     DSN_ENV: (
@@ -60,6 +68,7 @@ OVERLAY: dict[str, str] = {
     auth_names.AGENT_USER_CA_FILE: _USER_CA_WHY,
     auth_names.MEMORY_USER_CA_FILE: _USER_CA_WHY,
     auth_names.AGENT_RBAC: _RBAC_WHY,
+    MODEL_TIMEOUT: _MODEL_TIMEOUT_WHY,
 }
 # A secured process's API server and own token (unset locally) and the CA it trusts.
 _NO_API_SERVER = {
