@@ -51,10 +51,12 @@ A2A_VERSION_HEADER = "A2A-Version"
 
 MAX_IDENTITY_LENGTH = 256
 
-# kaos://agent/<namespace>/<name>: a DNS-1123 label, then a DNS-1123 subdomain.
+# An Agent's namespace (a DNS-1123 label) and name (a DNS-1123 subdomain), as patterns.
+NAMESPACE_PATTERN = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+NAME_PATTERN = r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?"
+# kaos://agent/<namespace>/<name>
 AGENT_IDENTITY_RE = re.compile(
-    r"^kaos://agent/(?P<ns>[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)"
-    r"/(?P<name>[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)$"
+    rf"^kaos://agent/(?P<ns>{NAMESPACE_PATTERN})/(?P<name>{NAME_PATTERN})$"
 )
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")

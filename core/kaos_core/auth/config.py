@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from kaos_core.auth import names
+from kaos_core.wire import AGENT_IDENTITY_RE, NAME_PATTERN, NAMESPACE_PATTERN
 
 # One of ``names.AUTH_MODES``.
 AuthMode = Literal["off", "jwks", "tokenreview"]
@@ -59,13 +60,8 @@ class UserFields(Protocol):
 
 
 # What each placeholder of a per-agent user audience stands for, as a pattern: an Agent's
-# namespace (a DNS-1123 label) and name (a DNS-1123 subdomain), as in its identity
-# (``kaos_core.wire.AGENT_IDENTITY_RE``).
-AUDIENCE_PLACEHOLDERS = {
-    "namespace": r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?",
-    "name": r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?",
-}
-_AGENT_IDENTITY_PREFIX = "kaos://agent/"
+# namespace and name, as in its identity (``kaos_core.wire.AGENT_IDENTITY_RE``).
+AUDIENCE_PLACEHOLDERS = {"namespace": NAMESPACE_PATTERN, "name": NAME_PATTERN}
 
 
 class UserAudience:
@@ -140,10 +136,10 @@ class UserAudience:
 
     def of_identity(self, identity: str) -> str:
         """The audience of the agent whose identity is ``kaos://agent/<ns>/<name>``."""
-        namespace, _, name = identity.removeprefix(_AGENT_IDENTITY_PREFIX).partition("/")
-        if not identity.startswith(_AGENT_IDENTITY_PREFIX) or not namespace or not name:
+        match = AGENT_IDENTITY_RE.fullmatch(identity)
+        if match is None:
             raise ValueError(f"{identity!r} is not an agent identity (kaos://agent/<ns>/<name>)")
-        return self.of_agent(namespace, name)
+        return self.of_agent(match["ns"], match["name"])
 
     def matches(self, audience: str) -> bool:
         """Whether ``audience`` is the audience of some agent (for a literal: is it)."""

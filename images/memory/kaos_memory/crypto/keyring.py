@@ -240,9 +240,11 @@ class Keyring:
 
     async def key_for(self, owner: str) -> DataKey:
         """The owner's data key, created (and wrapped, and stored) on first use."""
-        key = self._by_owner.get(owner)
-        if key is not None and self._fresh(key):
+        key = self.cached(owner)
+        if key is not None:
             return key
+        # Held but due for its check (or not held): resolved once for every waiter.
+        key = self._by_owner.get(owner)
         self._loop = asyncio.get_running_loop()
         pending = self._creating.get(owner)
         if pending is None:

@@ -195,8 +195,7 @@ class SqlConversationStore:
             return await self._run(window.append, attribution, turns, infer, policy, quota)
         owner = owner_of(attribution.principal, attribution.agent)
         for _ in range(3):
-            # The cached key without a wait: a write's hot path.
-            data_key = ring.cached(owner) or await _key_for(ring, owner)
+            data_key = await _key_for(ring, owner)
             sealed = sealing.seal_turns(ring, data_key, attribution.key, turns)
             try:
                 return await self._run(
