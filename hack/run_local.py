@@ -457,6 +457,10 @@ class Demo:
             FACTS_HEADER in system and "- I live in Lisbon." in system,
             "the agent put the recalled fact into the model's instructions",
         )
+        quoted = system.partition("<memory>")[2].partition("</memory>")[0].strip().splitlines()
+        say("   quoted in the instructions as data, each fact with where it came from:")
+        for line in quoted[:3]:
+            say(f"      {clip(line, 84)}")
         check(users == [prompt], "no turn of alice-1 was replayed into alice-2")
         check("- I live in Lisbon." in answer, "search_memory found the fact in the new session")
         await self.count_facts_of_alice()

@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 from kaos_agent.memory.remote import FACTS_HEADER
+from kaos_core.trust import DEFAULT_INJECT_SOURCES
 from kaos_core.wire import PRINCIPAL_HEADER
 
 from hack.run_local import ALICE, Demo, StepFailed, check, clip, say
@@ -192,12 +193,29 @@ class RealModelDemo(Demo):
         await self.ask("coordinator", ALICE, "alice-2", prompt)
         system, users = await self.instructions_and_users(prompt)
         facts = await self.facts("coordinator", ALICE)
-        if facts:
-            check(FACTS_HEADER in system, "the agent put recalled facts into the instructions")
+        trusted = await self.trusted_facts("coordinator", ALICE)
+        if trusted:
+            check(FACTS_HEADER in system, "the agent put alice's own facts into the instructions")
+        elif facts:
+            say("   (every fact was attributed to the assistant: none is injected by default)")
         else:
             say("   (no fact was extracted: the instructions carry none)")
         check(users == [prompt], "no turn of alice-1 was replayed into alice-2")
         await self.count_facts_of_alice()
+
+    async def trusted_facts(self, agent: str, principal: str) -> int:
+        """How many of ``principal``'s facts the store's default policy lets an agent inject."""
+        async with self.stack.memory_client(agent) as mem:
+            listed = await mem.list(
+                "agent",
+                principal=principal,
+                include=["long_term"],
+                user_token=self.stack.user_token(principal),
+            )
+        return sum(
+            f.provenance is not None and f.provenance.source in DEFAULT_INJECT_SOURCES
+            for f in listed.long_term.facts
+        )
 
     async def nothing_of_alice_for_bob(self, prompt: str, answer: str) -> None:
         sent = "\n".join(str(m["content"]) for m in (await self.model_saw(prompt))["messages"])

@@ -271,21 +271,24 @@ def _print_read(response: RecallResponse, args: argparse.Namespace, *, scored: b
     if not _dump(response, args):
         include = set(tiers(args))
         if "long_term" in include:
-            headers = ["id", "text", "user", "agent", "session", "created"]
+            # ``source``: who the fact came from (its provenance), ``-`` for a fact stored
+            # before provenance was recorded; -o json|yaml carries the whole provenance.
+            headers = ["id", "text", "source", "user", "agent", "session", "created"]
             if scored:
-                headers.insert(2, "score")
+                headers.insert(3, "score")
             rows = []
             for fact in response.long_term.facts:
                 row: list[object] = [
                     fact.id,
                     fact.text,
+                    "-" if fact.provenance is None else fact.provenance.source,
                     fact.user_id,
                     fact.agent_id,
                     fact.session_id,
                     fact.created_at,
                 ]
                 if scored:
-                    row.insert(2, None if fact.score is None else f"{fact.score:.3f}")
+                    row.insert(3, None if fact.score is None else f"{fact.score:.3f}")
                 rows.append(row)
             print(f"long-term facts ({len(rows)}):")
             table(headers, rows, wrap=["text"])

@@ -32,6 +32,7 @@ from kaos_core.crds.overrides import (
     container_field,
     pod_field,
 )
+from kaos_core.trust import DEFAULT_INJECT_SOURCES, FactSource
 
 StorageType = Literal["local", "external"]
 
@@ -211,6 +212,15 @@ class LongTermTier(CRDModel):
         " created, nothing is extracted, long-term recall answers no facts).",
     )
     recall_top_k: int = Field(default=10, ge=1, le=100, description="Facts recalled per read.")
+    inject_sources: list[FactSource] = Field(
+        default_factory=lambda: list(DEFAULT_INJECT_SOURCES),
+        min_length=1,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="Sources of the facts an agent puts into a run by itself: user (stated"
+        " by the user), saved (saved on purpose by the agent), assistant (inferred from the"
+        " assistant's text), tool (taken from a tool's output). The rest stay reachable"
+        " through search_memory, which shows each fact's provenance.",
+    )
     score_threshold: float | None = Field(
         default=None,
         ge=0,

@@ -32,10 +32,12 @@ from kaos_core.memory.contract import (
     Level,
     ListRequest,
     ListResponse,
+    RecallPurpose,
     RecallRequest,
     RecallResponse,
     Tier,
     Turn,
+    WriteOrigin,
     WriteRequest,
     WriteResponse,
 )
@@ -191,12 +193,14 @@ class MemoryServiceClient:
         failure_mode: FailureMode | None = None,
         request_id: str | None = None,
         user_token: str | None = None,
+        origin: WriteOrigin = "conversation",
     ) -> WriteResponse:
         mode = failure_mode or self.failure_mode
         body = WriteRequest(
             turns=[t if isinstance(t, Turn) else Turn(role=t[0], content=t[1]) for t in turns],  # type: ignore[arg-type]
             infer=infer,
             failure_mode=mode,
+            origin=origin,
         )
         try:
             return await self._post(
@@ -224,8 +228,11 @@ class MemoryServiceClient:
         include: Sequence[Tier] = ALL_TIERS,
         request_id: str | None = None,
         user_token: str | None = None,
+        purpose: RecallPurpose = "search",
     ) -> RecallResponse:
-        body = RecallRequest(level=level, query=query, top_k=top_k, include=list(include))
+        body = RecallRequest(
+            level=level, query=query, top_k=top_k, include=list(include), purpose=purpose
+        )
         try:
             return await self._post(
                 "/v1/recall",

@@ -12,10 +12,21 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kaos_core.trust import FactSource
+
 Level = Literal["session", "agent", "user", "store"]
 Role = Literal["user", "assistant", "system", "tool"]
 Tier = Literal["short_term", "medium_term", "long_term"]
 FailureMode = Literal["soft", "strict"]
+# Where the turns of a write come from: the conversation (each turn's role says who), or
+# facts the agent saves on purpose, ``saved`` or, when the run had read a tool's output
+# before the save, ``tool`` (the text may be the tool's, not the user's).
+WriteOrigin = Literal["conversation", "saved", "tool"]
+# What a recall is for: ``context`` is what an agent puts into a run's instructions by
+# itself, so the store's injection policy (``KAOS_MEMORY_INJECT_SOURCES``) decides which
+# facts it gets; ``search`` (an agent's search_memory, an administrator) gets every fact,
+# each with its provenance to judge it by.
+RecallPurpose = Literal["context", "search"]
 
 ALL_TIERS: tuple[Tier, ...] = ("short_term", "medium_term", "long_term")
 CONVERSATIONAL_TIERS: frozenset[Tier] = frozenset({"short_term", "medium_term"})
@@ -67,6 +78,7 @@ class WriteRequest(_Request):
     turns: list[Turn] = Field(min_length=1, max_length=1000)
     infer: bool = True
     failure_mode: FailureMode | None = None
+    origin: WriteOrigin = "conversation"
 
 
 class WriteResponse(_Response):
@@ -90,6 +102,7 @@ class RecallRequest(_Request):
         min_length=1,
         json_schema_extra={"uniqueItems": True},
     )
+    purpose: RecallPurpose = "search"
 
     _check_include = field_validator("include")(_unique_tiers)
 
@@ -112,6 +125,21 @@ class ForgetRequest(_Request):
     failure_mode: FailureMode | None = None
 
 
+class Provenance(_Response):
+    """Where a long-term fact came from: the agent and session are the fact's own
+    ``agent_id`` and ``session_id``."""
+
+    source: FactSource
+    # The session's turns (their sequence numbers) the fact was taken from.
+    turns: list[int] = Field(default_factory=list)
+    # World time: when the source turns were said (the latest of them).
+    observed_at: str | None = None
+    # System time: when the store recorded the fact.
+    recorded_at: str
+    # The model that extracted the fact; None when it was stored as written.
+    model: str | None = None
+
+
 class Fact(_Response):
     id: str
     text: str
@@ -120,6 +148,8 @@ class Fact(_Response):
     user_id: str | None = None
     session_id: str | None = None
     created_at: str
+    # None for a fact stored before provenance was recorded.
+    provenance: Provenance | None = None
 
 
 class LongTerm(_Response):

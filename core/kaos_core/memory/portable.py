@@ -95,6 +95,11 @@ class TurnRecord(_Record):
     tokens: int = Field(default=0, ge=0)
     infer: bool = True
     folded: bool = False
+    source: Literal["saved", "tool"] | None = Field(
+        default=None,
+        description="a fact the agent saved on purpose (tool: after reading a tool's output);"
+        " absent for a conversation turn",
+    )
 
 
 class DigestRecord(_Record):

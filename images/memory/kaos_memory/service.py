@@ -175,7 +175,11 @@ class MemoryService:
         strict = self._mode(req.failure_mode) == "strict"
         if strict:
             await self._check_writable()
-        turns = [NewTurn(t.role, t.content, count_tokens(t.content)) for t in req.turns]
+        # A conversation turn's role says who said it; saved facts record their origin.
+        source = None if req.origin == "conversation" else req.origin
+        turns = [
+            NewTurn(t.role, t.content, count_tokens(t.content), source=source) for t in req.turns
+        ]
         quota = None
         if self.quota is not None:
             await self.quota.check_facts(attribution)
@@ -227,10 +231,13 @@ class MemoryService:
         scope = self._scope(identity, req.level, req.include)
         top_k = req.top_k or self.tiers.recall_top_k
 
+        # What an agent injects by itself is the store's policy; a search sees every fact.
+        sources = self.tiers.injected if req.purpose == "context" else None
+
         async def search() -> list[Fact]:
             # A deadline on this task, not ``wait_for``'s task of its own per recall.
             async with asyncio.timeout(self.tiers.recall_timeout):
-                return await self.longterm.search(scope, req.query, top_k)
+                return await self.longterm.search(scope, req.query, top_k, sources)
 
         async def long_term() -> tuple[LongTerm, bool]:
             if "long_term" not in req.include:

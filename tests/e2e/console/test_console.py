@@ -263,11 +263,17 @@ def test_console_overview_chat_memory_and_degraded(
 
         wait_for(lisbon_fact, "the extracted fact", timeout=120)
         fact_row = next(
-            r.text
+            r
             for r in driver.find_elements(By.CSS_SELECTOR, ".facts-table tbody tr")
             if "I live in Lisbon." in r.text
         )
-        assert principal in fact_row and session in fact_row and "coordinator" in fact_row
+        assert principal in fact_row.text and session in fact_row.text
+        assert "coordinator" in fact_row.text
+        # Its provenance: the user said it; the tooltip names the turns and the model.
+        source = fact_row.find_element(By.CSS_SELECTOR, "td .source")
+        assert source.text == "user", fact_row.text
+        tip = source.get_attribute("title") or ""
+        assert tip.startswith("turns ") and "extracted by " in tip, tip
         # The agent level, as `kaos memory list --level agent --agent coordinator`: the
         # console reads as that agent; another agent of the store remembers none of it.
         driver.get(f"{base}/memory/{ns}/{STORE}?level=agent&agent=coordinator"

@@ -11,6 +11,7 @@ each other's way by principal and session; the scripted model (``SCRIPT``) is th
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -374,10 +375,12 @@ async def test_long_term_fact_is_recalled_in_a_new_session(
         http, stack, "coordinator", alice_folded.principal, "f-alice-2", "Where do I live?"
     )
 
-    assert "- I live in Lisbon." in reply.text.splitlines()
+    # Each fact with where it came from: alice said it, on the day she said it.
+    line = re.compile(r"- I live in Lisbon\. \(stated by the user, \d{4}-\d{2}-\d{2}\)")
+    assert any(line.fullmatch(text) for text in reply.text.splitlines()), reply.text
     req = await last_model_request(stack, "Where do I live?")
     assert FACTS_HEADER in system_text(req)
-    assert "- I live in Lisbon." in system_text(req).splitlines()
+    assert any(line.fullmatch(text) for text in system_text(req).splitlines())
     # Not the old window: the new session's request has only its own user message.
     assert [m["content"] for m in req["messages"] if m["role"] == "user"] == ["Where do I live?"]
 

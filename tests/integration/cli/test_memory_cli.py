@@ -68,13 +68,15 @@ def test_list_recall_and_forget_round_trip(
     assert FACT in texts and "I like chess" in texts
     teal = next(f for f in facts if f["text"] == FACT)
     assert (teal["user_id"], teal["agent_id"], teal["session_id"]) == ("alice", AGENT, "s1")
+    assert teal["provenance"]["source"] == "user", teal
 
-    # A table for people: headers, the fact, its attribution.
+    # A table for people: headers, the fact, its source and attribution.
     assert main(["memory", "list", "--url", url, "--level", "store"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("long-term facts (")
-    assert "ID" in out and "TEXT" in out and "USER" in out and "AGENT" in out
-    assert FACT in out and "alice" in out
+    assert out.splitlines()[1].split()[:4] == ["ID", "TEXT", "SOURCE", "USER"]
+    teal_row = next(line for line in out.splitlines() if FACT in line)
+    assert teal_row.split(FACT)[1].split()[:2] == ["user", "alice"], teal_row
 
     # The agent's view of one user, scored by relevance.
     recalled = kaos_json(

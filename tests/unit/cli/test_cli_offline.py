@@ -1,8 +1,10 @@
 """What the CLI decides without a cluster: the manifests ``deploy`` builds from flags,
-the samples it ships, the health it reads from a Lease, the tools it reads from a card."""
+the samples it ships, the health it reads from a Lease, the tools it reads from a card,
+the tables ``kaos memory`` prints."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,11 +13,15 @@ from typing import Any
 import pytest
 import yaml
 from kaos_cli.clients.agent import tools_from_card, tools_from_spec
+from kaos_cli.commands.common import Cx
+from kaos_cli.commands.memory import _print_read
 from kaos_cli.commands.samples import description, samples_dir
 from kaos_cli.commands.status import lease_health
+from kaos_cli.kubectl.sync import Kube
 from kaos_cli.main import main
 from kaos_cli.objects import explain, since
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
+from kaos_core.memory.contract import Fact, ListResponse, LongTerm, Provenance, RecallResponse
 from pydantic import BaseModel
 
 from tests.support.procs import REPO_ROOT
@@ -245,3 +251,45 @@ def test_tools_from_card_and_from_spec() -> None:
     legacy = tools_from_spec({"spec": {"config": {"memory": {"tools": True}}}})
     assert [r["name"] for r in legacy] == ["search_memory", "save_memory"]
     assert rows[1]["name"] == "delegate_to_re_search"
+
+
+def test_memory_tables_show_each_facts_source(capsys: pytest.CaptureFixture[str]) -> None:
+    said = Provenance(
+        source="user",
+        turns=[3],
+        observed_at="2026-03-01T10:00:00Z",
+        recorded_at="2026-03-01T10:00:05Z",
+        model="dev/extractor",
+    )
+    facts = LongTerm(
+        facts=[
+            Fact(id="f1", text="Lisbon", user_id="alice", agent_id="kaos://agent/t/a",
+                 session_id="s1", created_at="2026-03-01T10:00:05Z", score=0.5, provenance=said),
+            Fact(id="f2", text="Likes tea", created_at="2025-01-01T00:00:00Z"),
+        ]
+    )  # fmt: skip
+
+    def printed(response: RecallResponse, fmt: str, *, scored: bool) -> str:
+        args = argparse.Namespace(
+            cx=Cx(kube=Kube(), fmt=fmt), include=None, session=None, level="store"
+        )
+        _print_read(response, args, scored=scored)
+        return capsys.readouterr().out
+
+    # The source after the text; "-" for a fact stored before provenance was recorded.
+    assert printed(ListResponse(long_term=facts), "table", scored=False).splitlines() == [
+        "long-term facts (2):",
+        "ID  TEXT       SOURCE  USER   AGENT             SESSION  CREATED",
+        "f1  Lisbon     user    alice  kaos://agent/t/a  s1       2026-03-01T10:00:05Z",
+        "f2  Likes tea  -       -      -                 -        2025-01-01T00:00:00Z",
+    ]
+    assert printed(RecallResponse(long_term=facts), "table", scored=True).splitlines()[1:3] == [
+        "ID  TEXT       SOURCE  SCORE  USER   AGENT             SESSION  CREATED",
+        "f1  Lisbon     user    0.500  alice  kaos://agent/t/a  s1       2026-03-01T10:00:05Z",
+    ]
+    # -o json: the contract response, with the whole provenance.
+    dumped = json.loads(printed(ListResponse(long_term=facts), "json", scored=False))
+    assert [f["provenance"] for f in dumped["long_term"]["facts"]] == [
+        said.model_dump(mode="json"),
+        None,
+    ]

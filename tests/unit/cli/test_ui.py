@@ -26,7 +26,7 @@ from kaos_cli.ui.security import CSP
 from kaos_cli.ui.server import create_app
 from kaos_cli.ui.state import UiConfig
 from kaos_cli.ui.topology import render_svg
-from kaos_core.memory.contract import Fact, WindowTurn
+from kaos_core.memory.contract import Fact, Provenance, WindowTurn
 from kaos_core.tokens import turn_tokens
 
 from tests.support.procs import free_port
@@ -276,3 +276,29 @@ def test_facts_page_links_the_next_page_and_escapes() -> None:
     assert "&lt;i&gt;x&lt;/i&gt;" in html and "0.500" in html and "by relevance" in html
     assert 'id="next-page" href="/memory/ns/m?cursor=a&amp;b"' in html
     assert "no long-term facts" in memory_render.facts_html([], scored=False, next_page=None)
+
+
+def test_facts_show_their_source_with_the_provenance_as_its_tooltip() -> None:
+    extracted = Provenance(
+        source="tool",
+        turns=[4, 7],
+        observed_at="2026-03-01T10:00:00Z",
+        recorded_at="2026-03-01T10:00:05Z",
+        model='dev/"<m>"',
+    )
+    written = Provenance(source="saved", turns=[9], recorded_at="2026-03-01T10:00:05Z")
+    facts = [
+        Fact(id="f1", text="a", created_at="2026-03-01T10:00:05Z", provenance=extracted),
+        Fact(id="f2", text="b", created_at="2026-03-01T10:00:05Z", provenance=written),
+        Fact(id="f3", text="c", created_at="2025-01-01T00:00:00Z"),
+    ]
+    html = memory_render.facts_html(facts, scored=False, next_page=None)
+    assert "<th>text</th><th>source</th><th>agent</th>" in html
+    cells = re.findall(r"<tr><td>[abc]</td><td>(.*?)</td>", html)
+    assert cells == [
+        '<span class="source" data-source="tool" title="turns 4, 7; said 2026-03-01T10:00:00Z;'
+        ' extracted by dev/&quot;&lt;m&gt;&quot;">tool</span>',
+        '<span class="source" data-source="saved" title="turns 9; said not recorded; stored as'
+        ' written">saved</span>',
+        '<span class="source" title="provenance not recorded">-</span>',
+    ]

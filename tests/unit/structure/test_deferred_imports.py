@@ -23,7 +23,7 @@ DEFERRED = {
     # after the service has set them, may import it.
     ("mem0/store.py", "_build", "mem0"),
     ("mem0/history.py", "null_history", "mem0.memory.storage"),
-    ("mem0/llm.py", "judge", "mem0.memory.utils"),
+    ("mem0/llm.py", "_mem0_utils", "mem0.memory.utils"),
 }
 
 

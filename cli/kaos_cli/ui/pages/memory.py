@@ -219,7 +219,8 @@ async def read(
     async with client(url, acting) as reader:
         if query:
             recalled = await reader.recall(level, query, top_k=FACTS_PAGE, include=include,
-                                           **ident)  # fmt: skip
+                                           session_id=ident["session_id"],
+                                           principal=ident["principal"])  # fmt: skip
             return ListResponse(**recalled.model_dump()), None
         listed = await reader.list(level, include=include, limit=FACTS_PAGE, cursor=cursor,
                                    **ident)  # fmt: skip

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
-from kaos_core.memory.contract import Fact, ListResponse, WindowTurn
+from kaos_core.memory.contract import Fact, ListResponse, Provenance, WindowTurn
 from kaos_core.tokens import turn_tokens as count_tokens
 
 from kaos_cli.health import Health
@@ -106,11 +106,33 @@ def digest_html(current: DigestVersion | None, versions: Sequence[DigestVersion]
     return out
 
 
+def provenance_title(found: Provenance) -> str:
+    """A fact's provenance beyond its source, in words: the turns it was taken from, when
+    they were said, and the model that extracted it."""
+    turns = ", ".join(str(t) for t in found.turns) or "not recorded"
+    said = found.observed_at or "not recorded"
+    how = f"extracted by {found.model}" if found.model else "stored as written"
+    return f"turns {turns}; said {said}; {how}"
+
+
+def source_html(fact: Fact) -> str:
+    """The source word, the rest of the provenance as its tooltip (``-``: a fact stored
+    before provenance was recorded)."""
+    found = fact.provenance
+    if found is None:
+        return '<span class="source" title="provenance not recorded">-</span>'
+    return (
+        f'<span class="source" data-source="{h(found.source)}" '
+        f'title="{h(provenance_title(found))}">{h(found.source)}</span>'
+    )
+
+
 def facts_html(facts: Sequence[Fact], *, scored: bool, next_page: str | None) -> str:
-    headers = ["text", "agent", "user", "session", "score", "created", "id"]
+    headers = ["text", "source", "agent", "user", "session", "score", "created", "id"]
     rows = [
         (
             h(f.text),
+            source_html(f),
             h(f.agent_id or "-"),
             h(f.user_id or "-"),
             h(f.session_id or "-"),

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kaos_core.memory.contract import Turn
+from kaos_core.memory.contract import Turn, WriteOrigin
 from pydantic_ai.messages import ModelMessage
 
 from kaos_agent.context import RunDeps
@@ -28,8 +28,11 @@ class Memory(Protocol):
         """Context for a run. Never raises: a failure gives what is left, ``degraded``."""
         ...
 
-    async def remember(self, deps: RunDeps, turns: Sequence[Turn]) -> None:
-        """Persist a run's turns. Raises ``MemoryWriteFailed`` only in strict mode."""
+    async def remember(
+        self, deps: RunDeps, turns: Sequence[Turn], origin: WriteOrigin = "conversation"
+    ) -> None:
+        """Persist a run's turns (``origin``: a conversation's, or facts saved on purpose).
+        Raises ``MemoryWriteFailed`` only in strict mode."""
         ...
 
     async def close(self) -> None: ...
@@ -45,7 +48,9 @@ class NoMemory:
     async def recall(self, deps: RunDeps, query: str) -> Recalled:
         return Recalled()
 
-    async def remember(self, deps: RunDeps, turns: Sequence[Turn]) -> None:
+    async def remember(
+        self, deps: RunDeps, turns: Sequence[Turn], origin: WriteOrigin = "conversation"
+    ) -> None:
         return None
 
     async def close(self) -> None:

@@ -13,7 +13,7 @@ import asyncio
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 
-from kaos_core.memory.contract import Turn
+from kaos_core.memory.contract import Turn, WriteOrigin
 from kaos_core.tokens import turn_tokens
 
 from kaos_agent.context import RunDeps
@@ -41,7 +41,10 @@ class LocalMemory:
         turns = [(t.role, t.content) for t in self.window(deps)]
         return Recalled(history=messages_from_turns(turns))
 
-    async def remember(self, deps: RunDeps, turns: Sequence[Turn]) -> None:
+    async def remember(
+        self, deps: RunDeps, turns: Sequence[Turn], origin: WriteOrigin = "conversation"
+    ) -> None:
+        # The pod-local window has no long-term tier for an origin to matter to.
         if not turns:
             return
         async with self._lock:

@@ -12,19 +12,33 @@ from __future__ import annotations
 from typing import Any
 
 from kaos_core.memory.client import MemoryClientError, MemoryRequestRejected
-from kaos_core.memory.contract import Level, Turn
+from kaos_core.memory.contract import Level, Turn, WriteOrigin
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 
 from kaos_agent.context import RunDeps
 from kaos_agent.memory.base import MemoryWriteFailed
-from kaos_agent.memory.remote import RemoteMemory
+from kaos_agent.memory.remote import RemoteMemory, origin, quoted
 from kaos_agent.settings import MemoryTools
 
 MAX_QUERY = 4096
 MAX_SAVE = 8192
+
+
+def save_origin(messages: list[ModelMessage]) -> WriteOrigin:
+    """``tool`` once the run's context holds any tool's output (memory's own search
+    included: what it returns may itself be a tool's or the assistant's), else ``saved``.
+    A model that read a web page or an e-mail may be saving the page's words, not the
+    user's, so such a fact keeps the lowest trust."""
+    for message in messages:
+        if isinstance(message, ModelRequest) and any(
+            isinstance(p, ToolReturnPart) and p.tool_name != "save_memory" for p in message.parts
+        ):
+            return "tool"
+    return "saved"
 
 
 def _check_args(ctx_tool: str, args: dict[str, Any], allowed: set[str]) -> None:
@@ -86,10 +100,11 @@ def memory_toolset(
         if response.degraded:
             metrics.memory_degraded.labels("search").inc()
             return "Memory is temporarily unavailable; no results."
-        facts = [f.text for f in response.long_term.facts if f.text.strip()]
+        facts = [f for f in response.long_term.facts if f.text.strip()]
         if not facts:
             return "No matching memories."
-        return "\n".join(f"- {text}" for text in facts)
+        # Every fact, with where it came from: the model judges what to believe.
+        return "\n".join(f"- {quoted(f.text)} ({origin(f)})" for f in facts)
 
     async def save_memory(ctx: RunContext[RunDeps], **args: Any) -> str:
         try:
@@ -102,7 +117,13 @@ def memory_toolset(
                 "save_memory", f"'content' must be a non-empty string of at most {MAX_SAVE}"
             )
         try:
-            await memory.remember(ctx.deps, [Turn(role="user", content=content)])
+            # The agent's own note, not the user's words: replayed in the window as the
+            # assistant's, and its fact's provenance says saved (or tool).
+            await memory.remember(
+                ctx.deps,
+                [Turn(role="assistant", content=content)],
+                origin=save_origin(ctx.messages),
+            )
         except (MemoryWriteFailed, MemoryRequestRejected) as exc:
             raise ToolFailed(f"saving to memory failed: {exc}") from exc
         return "Saved."

@@ -64,6 +64,7 @@ def turn_record(turn: StoredTurn) -> TurnRecord:
         tokens=turn.tokens,
         infer=turn.infer,
         folded=turn.folded,
+        source="tool" if turn.source == "tool" else "saved" if turn.source == "saved" else None,
     )
 
 

@@ -180,6 +180,7 @@ def stored_turn(record: TurnRecord) -> StoredTurn:
         agent=record.agent,
         infer=record.infer,
         folded=record.folded,
+        source=record.source,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from kaos_core.settings import SettingsGroup, setting
+from kaos_core.trust import DEFAULT_INJECT_SOURCES, FACT_SOURCES
 
 DEFAULT_TOKEN_BUDGET = 4096
 
@@ -79,12 +80,33 @@ class TierSettings(SettingsGroup):
         le=1,
     )
 
+    inject_sources: str = setting(
+        "comma-separated sources of the facts a `context` recall (what an agent puts into a"
+        " run by itself) returns: `user` (stated by the user), `saved` (saved on purpose by"
+        " the agent), `assistant` (inferred from the assistant's text), `tool` (taken from a"
+        " tool's output); a `search` recall returns every fact with its provenance",
+        default=",".join(DEFAULT_INJECT_SOURCES),
+    )
+
+    @property
+    def injected(self) -> frozenset[str]:
+        return frozenset(s.strip() for s in self.inject_sources.split(",") if s.strip())
+
     def problems(self, prefix: str) -> list[str]:
+        found: list[str] = []
+        unknown = sorted(self.injected - set(FACT_SOURCES))
+        if unknown or not self.injected:
+            found.append(
+                f"{self.env_name('inject_sources', prefix)}: give one or more of"
+                f" {', '.join(FACT_SOURCES)}"
+                + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+            )
         target, trigger, budget = self.fold_target, self.fold_trigger, self.token_budget
         if 0 < target < trigger <= budget:
-            return []
+            return found
         names = [self.env_name(f, prefix) for f in ("fold_target", "fold_trigger", "token_budget")]
         return [
+            *found,
             f"need 0 < {names[0]} < {names[1]} <= {names[2]}, got target={target},"
-            f" trigger={trigger}, budget={budget}"
+            f" trigger={trigger}, budget={budget}",
         ]

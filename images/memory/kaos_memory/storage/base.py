@@ -43,6 +43,9 @@ class NewTurn:
     tokens: int
     # The record id a sealed ``content`` is bound to (None: written in the clear).
     rid: str | None = None
+    # A saved fact's origin (``WriteOrigin`` ``saved`` or ``tool``); None: a conversation
+    # turn, whose role says who said it.
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class TurnRow:
     infer: bool
     # The record id its sealed content is bound to (None: stored in the clear).
     rid: str | None = None
+    # As ``NewTurn.source``.
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -433,7 +438,12 @@ class LongTermStore(Protocol):
         """Delete the facts any attempt at extracting fold ``fold_id`` stored."""
         ...
 
-    async def search(self, scope: Scope, query: str, top_k: int) -> list[Fact]: ...
+    async def search(
+        self, scope: Scope, query: str, top_k: int, sources: frozenset[str] | None = None
+    ) -> list[Fact]:
+        """The scope's ``top_k`` facts nearest ``query``; only facts of ``sources`` (their
+        provenance's) when given."""
+        ...
 
     async def list_facts(
         self, scope: Scope, limit: int, cursor: str | None

@@ -40,7 +40,9 @@ class DisabledLongTermStore:
     async def erase_fold(self, group: str, session: str, fold_id: int) -> int:
         return 0
 
-    async def search(self, scope: Scope, query: str, top_k: int) -> list[Fact]:
+    async def search(
+        self, scope: Scope, query: str, top_k: int, sources: frozenset[str] | None = None
+    ) -> list[Fact]:
         return []
 
     async def list_facts(

@@ -27,6 +27,8 @@ class StoredTurn:
     # that sealed it (None: in the clear).
     rid: str | None = None
     key_id: str | None = None
+    # A saved fact's origin (``NewTurn.source``); None: a conversation turn.
+    source: str | None = None
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,7 @@ def memory_store_env(store: MemoryStore, ctx: MemoryStoreContext) -> dict[str, s
             "KAOS_MEMORY_IDLE_FLUSH_SECONDS": str(short.idle_flush_seconds),
             "KAOS_MEMORY_DIGEST_RETENTION": str(spec.tiers.medium_term.digest_retention),
             "KAOS_MEMORY_RECALL_TOP_K": str(spec.tiers.long_term.recall_top_k),
+            "KAOS_MEMORY_INJECT_SOURCES": ",".join(spec.tiers.long_term.inject_sources),
             "KAOS_MEMORY_MAX_READ_SCOPE": spec.max_read_scope,
             "KAOS_MEMORY_DEFAULT_FAILURE_MODE": spec.default_failure_mode,
             # Posture: the operator's, authoritative for writes.

@@ -59,7 +59,7 @@ async def recall(server: MemoryServer, principal: str, session: str, query: str)
     assert status == 200 and doc["degraded"] is False, doc
     return {
         "facts": [
-            (f["text"], f["user_id"], f["agent_id"], f["session_id"])
+            (f["text"], f["user_id"], f["agent_id"], f["session_id"], f["provenance"])
             for f in doc["long_term"]["facts"]
         ],
         "digest": (doc["medium_term"]["version"], doc["medium_term"]["summary"]),

@@ -88,6 +88,8 @@ def back_to_version_7(make_dialect: MakeDialect) -> None:
             # Migration 9's audit columns go too, or it would add them a second time.
             for column in ("action", "outcome", "skipped", "source"):
                 tx.execute(f"ALTER TABLE kaos_mem_audit DROP COLUMN {column}")
+            # And migration 10's turn origin.
+            tx.execute("ALTER TABLE kaos_mem_turns DROP COLUMN source")
             tx.execute("DELETE FROM kaos_mem_schema")
             tx.execute("INSERT INTO kaos_mem_schema (version) VALUES (7)")
     finally:

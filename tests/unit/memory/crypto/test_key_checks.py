@@ -163,7 +163,9 @@ async def test_a_window_read_opens_each_turn_for_its_own_row_only(kek: Destroyab
     )
 
     def rows(*turns: tuple[str, str | None]) -> list[list[tuple[object, ...]]]:
-        window = [(i, "user", c, 1, "t", "alice", None, False, r) for i, (c, r) in enumerate(turns)]
+        window = [
+            (i, "user", c, 1, "t", "alice", None, False, r, None) for i, (c, r) in enumerate(turns)
+        ]
         return [window]
 
     async def read(key: str, *turns: tuple[str, str | None]) -> list[str]:

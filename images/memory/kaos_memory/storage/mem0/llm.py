@@ -28,12 +28,14 @@ import threading
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from types import ModuleType
+from typing import Any, Literal, cast
 
 from kaos_core.telemetry import tracer
 from kaos_core.telemetry.genai_metrics import GenAiMetrics, TokenCounts
 
 from kaos_memory.storage.errors import UnusableAnswer
+from kaos_memory.storage.mem0.provenance import verified_answer
 from kaos_memory.storage.model_call import ANSWER_REASON, ANSWER_VERDICT, model_call
 
 _TRACER = tracer(__name__)
@@ -80,21 +82,14 @@ def observe_answers() -> Iterator[ExtractionAnswers]:
 def judge(answer: object, finish_reason: str | None) -> Judged:
     """An extraction answer read as Mem0 2.2.1 reads it, plus the checks Mem0 leaves to
     chance (an item that is not an object makes its later steps raise ``AttributeError``)."""
-    # Not at the top: Mem0 reads its environment (telemetry, ``MEM0_DIR``) when first
-    # imported, which the long-term store sets at its start.
-    from mem0.memory.utils import extract_json, remove_code_blocks
-
     if finish_reason == "length":
         # Even when the part that came parses, the facts after the cut are lost.
         return Judged("unusable", "cut_off")
-    text = remove_code_blocks(answer)
+    text = _mem0_utils().remove_code_blocks(answer)
     if not text:
         return Judged("unusable", "empty")
     try:
-        try:
-            doc = json.loads(text, strict=False)
-        except json.JSONDecodeError:
-            doc = json.loads(extract_json(text), strict=False)
+        doc = _parse(text)
     except (ValueError, RecursionError):
         return Judged("unusable", "not_json")
     memory = doc.get("memory") if isinstance(doc, dict) else None
@@ -103,6 +98,31 @@ def judge(answer: object, finish_reason: str | None) -> Judged:
     ):
         return Judged("unusable", "not_memory_json")
     return Judged("facts" if any(m.get("text") for m in memory) else "no_facts")
+
+
+def _mem0_utils() -> ModuleType:
+    # Not at the top: Mem0 reads its environment (telemetry, ``MEM0_DIR``) when first
+    # imported, which the long-term store sets at its start.
+    import mem0.memory.utils
+
+    return cast(ModuleType, mem0.memory.utils)
+
+
+def _parse(text: str) -> Any:
+    """Mem0 2.2.1's reading of an answer whose code fences are removed."""
+    try:
+        return json.loads(text, strict=False)
+    except json.JSONDecodeError:
+        return json.loads(_mem0_utils().extract_json(text), strict=False)
+
+
+def attributed(answer: str) -> str:
+    """A usable answer with each fact attributed by KAOS (``provenance``), not the model."""
+    try:
+        rewritten = verified_answer(_parse(_mem0_utils().remove_code_blocks(answer)))
+    except (ValueError, RecursionError):
+        return answer
+    return answer if rewritten is None else rewritten
 
 
 def _wants_json(response_format: object) -> bool:
@@ -145,7 +165,7 @@ class CheckedLlm:
             if answers is not None:
                 answers.answers.append(verdict)
             if verdict.verdict != "unusable":
-                return text
+                return attributed(text)
         # Mem0 wraps this in its LLMError and stores nothing; the store's error edge
         # turns it back into ``UnusableAnswer`` for the caller.
         raise UnusableAnswer("the extraction model gave no usable answer")

@@ -45,7 +45,7 @@ from kaos_memory.settings import ModelSettings, StorageSettings, TierSettings
 from kaos_memory.storage.base import FoldTag, StoredFact, TurnRow
 from kaos_memory.storage.embedder import QueryEmbedder
 from kaos_memory.storage.errors import StorageError, StorageUnavailable
-from kaos_memory.storage.mem0 import expiry, portable, sealed
+from kaos_memory.storage.mem0 import expiry, portable, provenance, sealed
 from kaos_memory.storage.mem0.backend import VectorBackend, vector_backend
 from kaos_memory.storage.mem0.config import mem0_config
 from kaos_memory.storage.mem0.cursor import decode_cursor, encode_cursor
@@ -75,6 +75,8 @@ T = TypeVar("T")
 # A fold's facts are read in one listing of at most this many rows (``erase_fold``).
 LIST_SCAN_LIMIT = 1_000_000
 ERASE_BATCH = 1000
+# The provenance sources a search keeps (None: every fact).
+Sources = frozenset[str] | None
 _EXTRACTED_ROLES = ("user", "assistant")
 
 
@@ -210,17 +212,12 @@ class Mem0LongTermStore:
     async def add(
         self, turns: list[TurnRow], attribution: Attribution, infer: bool, tag: FoldTag
     ) -> list[str]:
-        messages = [
-            {"role": t.role, "content": t.content} for t in turns if t.role in _EXTRACTED_ROLES
-        ]
-        if not messages:
+        extracted = [t for t in turns if t.role in _EXTRACTED_ROLES]
+        if not extracted:
             return []
-        metadata = {
-            **mem0_metadata(attribution),
-            FOLD_KEY: str(tag.fold_id),
-            ATTEMPT_KEY: str(tag.attempt),
-        }
-
+        meta = {**mem0_metadata(attribution), FOLD_KEY: str(tag.fold_id)}
+        meta[ATTEMPT_KEY] = str(tag.attempt)
+        ids = mem0_ids(attribution)
         if self._keyring is not None:
             # The owner's key cached before Mem0's threads seal with it.
             try:
@@ -228,11 +225,11 @@ class Mem0LongTermStore:
             except KeyUnreadable as exc:
                 raise StorageUnavailable("the owner's data key does not unwrap") from exc
 
+        def one(messages: list[dict[str, str]], fact: dict[str, str], infer: bool) -> list[str]:
+            return stored_ids(self.memory.add(messages, **ids, metadata=fact, infer=infer))
+
         def add() -> list[str]:
-            result = self.memory.add(
-                messages, **mem0_ids(attribution), metadata=metadata, infer=infer
-            )
-            return stored_ids(result)
+            return provenance.add_all(one, extracted, infer, meta, self._models.summarization_model)
 
         return await self._run(self.backend.write, mem0_principal(attribution), add)
 
@@ -303,7 +300,7 @@ class Mem0LongTermStore:
 
     # --- reads ----------------------------------------------------------------------------
 
-    async def search(self, scope: Scope, query: str, top_k: int) -> list[Fact]:
+    async def search(self, scope: Scope, query: str, k: int, sources: Sources = None) -> list[Fact]:
         if not query.strip():
             return []
         # Mem0's own ``Memory.search`` adds nothing for KAOS's stores (no keyword search on
@@ -312,7 +309,7 @@ class Mem0LongTermStore:
         # it with a lexical signal.
         vector = await self._embedder.embed(query)
         try:
-            hits = await self.backend.search(query, vector, mem0_filter(scope), pool_size(top_k))
+            hits = await self.backend.search(query, vector, mem0_filter(scope), pool_size(k))
         except Exception as exc:
             wrapped = wrap_longterm_error(exc)
             if wrapped is None:
@@ -322,7 +319,7 @@ class Mem0LongTermStore:
         if ring is not None:
             batch = await ring.prepare(sealed.payload_texts(p for _, _, p in hits))
             hits = [(i, s, sealed.open_payload(ring, batch, i, p)) for i, s, p in hits]
-        return self._ranked(scope, query, hits, top_k)
+        return self._ranked(scope, query, hits, k, sources)
 
     async def _open_rows(self, rows: Sequence[Row]) -> Sequence[Row]:
         """Rows with their text opened; a fact whose key is gone has no payload (it reads
@@ -333,7 +330,9 @@ class Mem0LongTermStore:
         batch = await ring.prepare(sealed.payload_texts(p for _, p in rows))
         return [(i, sealed.open_payload(ring, batch, i, p)) for i, p in rows]
 
-    def _ranked(self, scope: Scope, query: str, hits: list[Hit], top_k: int) -> list[Fact]:
+    def _ranked(
+        self, scope: Scope, query: str, hits: list[Hit], top_k: int, sources: Sources = None
+    ) -> list[Fact]:
         pool = [
             (fact_id, score, payload)
             for fact_id, score, payload in hits
@@ -341,6 +340,7 @@ class Mem0LongTermStore:
             and payload.get("data")
             and score >= self._threshold
             and in_scope(scope, payload)
+            and (sources is None or provenance.source_of(payload) in sources)
         ]
         ranked = fuse(query, [str(p["data"]) for _, _, p in pool], [s for _, s, _ in pool])
         return [to_fact(pool[i][0], pool[i][2], fused) for i, fused in ranked[:top_k]]

@@ -21,6 +21,7 @@ from typing import Any
 from kaos_core.memory.contract import Fact
 
 from kaos_memory.scope import Attribution, Scope
+from kaos_memory.storage.mem0.provenance import provenance_of
 
 WILDCARD = "*"
 USER_KEY = "user_id"
@@ -149,4 +150,5 @@ def to_fact(fact_id: str, payload: Payload, score: float | None = None) -> Fact:
         user_id=decoded(USER_KEY),
         session_id=decoded(RUN_ID_KEY),
         created_at=str(payload.get("created_at") or ""),
+        provenance=provenance_of(payload),
     )

@@ -29,13 +29,13 @@ from kaos_memory.storage.sql.window import NONE
 # A session's principal is in its key (``conversation_key``), so every attribution row of
 # the key names the same one; MAX skips the "no principal" marker a legacy row may add.
 _SESSIONS = "SELECT key, session, MAX(principal) FROM kaos_mem_attribution WHERE grp = %s"
-_TURN_COLUMNS = "seq, role, content, tokens, at, principal, agent, infer, folded_by, rid"
+_TURN_COLUMNS = "seq, role, content, tokens, at, principal, agent, infer, folded_by, rid, source"
 _INSERT_TURN = (
     "INSERT INTO kaos_mem_turns (key, role, content, tokens, at, principal, agent, infer,"
-    " folded_by, rid)"
+    " folded_by, rid, source)"
 )
 _INSERT_SEALED = (
-    _INSERT_TURN + " SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
+    _INSERT_TURN + " SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s"
     " WHERE EXISTS (SELECT 1 FROM kaos_mem_keys WHERE id = %s)"
 )
 
@@ -80,7 +80,7 @@ def turns(
 
 
 def _turn(session: str, row: tuple[Any, ...]) -> StoredTurn:
-    seq, role, content, tokens, at, principal, agent, infer, folded_by, rid = row
+    seq, role, content, tokens, at, principal, agent, infer, folded_by, rid, source = row
     return StoredTurn(
         session=session,
         role=role,
@@ -93,6 +93,7 @@ def _turn(session: str, row: tuple[Any, ...]) -> StoredTurn:
         folded=folded_by is not None,
         seq=int(seq),
         rid=rid,
+        source=source,
     )
 
 
@@ -151,9 +152,12 @@ def import_session(
             turn.infer,
             fold_id if turn.folded else None,
             turn.rid,
+            turn.source,
         )
         if turn.key_id is None:
-            tx.execute(_INSERT_TURN + " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", values)
+            tx.execute(
+                _INSERT_TURN + " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", values
+            )
         # Sealed: only while its key row exists (a forget may have shredded the key the
         # importer sealed with); the whole batch rolls back otherwise.
         elif tx.execute(_INSERT_SEALED, (*values, turn.key_id)).rowcount < 1:

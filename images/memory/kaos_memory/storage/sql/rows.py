@@ -7,11 +7,11 @@ from typing import Any
 from kaos_memory.storage.base import Digest, TurnRow
 from kaos_memory.storage.sql.dialect import Tx
 
-TURN_COLUMNS = "seq, role, content, tokens, at, principal, agent, infer, rid"
+TURN_COLUMNS = "seq, role, content, tokens, at, principal, agent, infer, rid, source"
 
 
 def turn_row(row: tuple[Any, ...]) -> TurnRow:
-    seq, role, content, tokens, at, principal, agent, infer, rid = row
+    seq, role, content, tokens, at, principal, agent, infer, rid, source = row
     return TurnRow(
         seq=int(seq),
         role=role,
@@ -22,6 +22,7 @@ def turn_row(row: tuple[Any, ...]) -> TurnRow:
         agent=agent,
         infer=bool(infer),
         rid=rid,
+        source=source,
     )
 
 

@@ -271,6 +271,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE kaos_mem_audit ADD COLUMN source TEXT",
         ),
     ),
+    Migration(
+        10,
+        (
+            # A turn an agent saved on purpose (``save_memory``) records that origin, which
+            # its facts' provenance gives out (``saved``, or ``tool`` when the run had read
+            # a tool's output first); NULL for a conversation turn, whose role says who.
+            "ALTER TABLE kaos_mem_turns ADD COLUMN source TEXT",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

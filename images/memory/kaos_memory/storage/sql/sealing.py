@@ -100,14 +100,16 @@ async def read_rows(
     # Found once, after ``prepare`` (which drops the texts of keys it finds gone).
     opened = ring.opened(turn_space(key))
     out = []
-    for seq, role, content, tokens, at, who, agent, infer, rid in window:
+    for seq, role, content, tokens, at, who, agent, infer, rid, source in window:
         hit = opened.get(rid)
         if hit is not None and hit[0] == content:
             text: str | None = hit[1]
         else:
             text = _open_turn(ring, batch, key, opened, content, rid)
         if text is not None:  # None: its key is gone, erased
-            out.append(TurnRow(int(seq), role, text, int(tokens), at, who, agent, bool(infer), rid))
+            out.append(
+                TurnRow(int(seq), role, text, int(tokens), at, who, agent, bool(infer), rid, source)
+            )
     found = None
     if latest:
         version = int(latest[0][0])

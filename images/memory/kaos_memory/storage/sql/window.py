@@ -46,8 +46,9 @@ NONE = ""
 
 
 _INSERT_TURN = (
-    "INSERT INTO kaos_mem_turns (key, role, content, tokens, at, principal, agent, infer, rid)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "INSERT INTO kaos_mem_turns"
+    " (key, role, content, tokens, at, principal, agent, infer, rid, source)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 _STATS = (
     "SELECT COALESCE(SUM(tokens), 0), COUNT(*) FROM kaos_mem_turns"
@@ -107,7 +108,18 @@ def append(
     for turn in turns:
         tx.execute(
             _INSERT_TURN,
-            (key, turn.role, turn.content, turn.tokens, at, principal, agent, infer, turn.rid),
+            (
+                key,
+                turn.role,
+                turn.content,
+                turn.tokens,
+                at,
+                principal,
+                agent,
+                infer,
+                turn.rid,
+                turn.source,
+            ),
         )
     tx.execute(
         "INSERT INTO kaos_mem_attribution (key, grp, session, principal, agent)"
