@@ -38,6 +38,7 @@ import aiohttp
 from cryptography.hazmat.primitives.asymmetric import rsa
 from kaos_agent.memory.remote import FACTS_HEADER
 from kaos_core import wire
+from kaos_core.memory.contract import Fact
 from kaos_core.wire import AGENT_IDENTITY_HEADER, PRINCIPAL_HEADER
 
 from tests.support.jwt_craft import sa_claims, sign, tampered
@@ -149,7 +150,7 @@ class Demo:
             body: dict[str, Any] = await resp.json()
         return body
 
-    async def facts(self, agent: str, principal: str) -> list[str]:
+    async def listed_facts(self, agent: str, principal: str) -> list[Fact]:
         async with self.stack.memory_client(agent) as mem:
             listed = await mem.list(
                 "agent",
@@ -157,7 +158,10 @@ class Demo:
                 include=["long_term"],
                 user_token=self.stack.user_token(principal),
             )
-        return [f.text for f in listed.long_term.facts]
+        return listed.long_term.facts
+
+    async def facts(self, agent: str, principal: str) -> list[str]:
+        return [f.text for f in await self.listed_facts(agent, principal)]
 
     async def recall_session(self, agent: str, principal: str, session: str) -> Any:
         """A session-level recall: the session's window and digest."""
@@ -457,7 +461,7 @@ class Demo:
             FACTS_HEADER in system and "- I live in Lisbon." in system,
             "the agent put the recalled fact into the model's instructions",
         )
-        quoted = system.partition("<memory>")[2].partition("</memory>")[0].strip().splitlines()
+        quoted = system.partition("\n<memory>\n")[2].partition("\n</memory>")[0].splitlines()
         say("   quoted in the instructions as data, each fact with where it came from:")
         for line in quoted[:3]:
             say(f"      {clip(line, 84)}")

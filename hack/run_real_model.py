@@ -205,16 +205,9 @@ class RealModelDemo(Demo):
 
     async def trusted_facts(self, agent: str, principal: str) -> int:
         """How many of ``principal``'s facts the store's default policy lets an agent inject."""
-        async with self.stack.memory_client(agent) as mem:
-            listed = await mem.list(
-                "agent",
-                principal=principal,
-                include=["long_term"],
-                user_token=self.stack.user_token(principal),
-            )
         return sum(
             f.provenance is not None and f.provenance.source in DEFAULT_INJECT_SOURCES
-            for f in listed.long_term.facts
+            for f in await self.listed_facts(agent, principal)
         )
 
     async def nothing_of_alice_for_bob(self, prompt: str, answer: str) -> None:
