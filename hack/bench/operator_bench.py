@@ -1,13 +1,22 @@
 """Operator benchmark: create many Agents and MemoryStores, time until the operator has
-made every desired object, and count the API requests it made on the way.
+made every desired object and every Agent is Ready, then measure it at rest.
 
-    hack/bench/operator [--agents 200] [--stores 20] [--no-ready]
+    hack/bench/operator [--sizes 200,1000] [--agents-per-store 10] [--quiet 30]
 
-Needs a cluster (``KUBECONFIG``, e.g. from ``eval "$(hack/test-cluster up)"``). It
-installs the CRDs, runs ``kaos-operator`` as a subprocess on a fresh namespace, and
-deletes the namespace afterwards. Figures: seconds until every Deployment, Service and
-PVC exists; seconds until every Agent is Ready (kwok makes pods Ready); the operator's
-API requests by verb, read from its /metrics.
+Needs a cluster (``KUBECONFIG``, e.g. from ``eval "$(hack/test-cluster up)"``). For each
+size it installs the CRDs, runs ``kaos-operator`` as a subprocess on a fresh namespace
+(a fresh process per size, so its memory is that size's), and deletes the namespace
+afterwards, waiting until it is gone before the next size. Figures per size:
+
+- seconds from the first create until every Deployment, Service and PVC exists, and
+  until every Agent is Ready (kwok makes pods Ready);
+- API requests per object (custom resources plus the objects made for them) during
+  that bring-up, and in steady state: over a quiet window (``--quiet``) after Ready in
+  which nothing changes;
+- the operator's resident memory (VmRSS and its peak VmHWM, from /proc) at rest;
+- the latency of one change: one Agent's instructions patched while the others sit
+  still, until its Deployment carries them (seen through a watch), over ``--changes``
+  Agents one after another.
 """
 
 from __future__ import annotations
@@ -16,18 +25,29 @@ import argparse
 import asyncio
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
 import urllib.request
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from kaos_operator.kube import NAMESPACES, OWNED_TYPES, KubeClient, ResourceType  # noqa: E402
+from kaos_core import agent_env as names  # noqa: E402
+from kaos_operator.kube import (  # noqa: E402
+    DEPLOYMENTS,
+    NAMESPACES,
+    OWNED_TYPES,
+    KubeClient,
+    Obj,
+    ResourceType,
+)
+from kaos_operator.watch import Informer  # noqa: E402
 
 from tests.e2e.operator.helpers import (  # noqa: E402
     RT_OF,
@@ -43,12 +63,13 @@ from tests.support.procs import console_script, free_port, start_service  # noqa
 
 SELECTOR = "app.kubernetes.io/managed-by=kaos-operator"
 NODES = ResourceType("", "v1", "nodes", "Node", namespaced=False)
+POLL = 0.2  # seconds between looks at the bench's own watch caches
 
 
 def bench_node(name: str, pods: int) -> dict[str, Any]:
     """A kwok-simulated node with room for the benchmark's pods (removed afterwards)."""
     key, value = KWOK_NODE_ANNOTATION
-    capacity = {"cpu": "64", "memory": "512Gi", "pods": str(pods)}
+    capacity = {"cpu": "256", "memory": "2048Gi", "pods": str(pods)}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -61,80 +82,194 @@ def bench_node(name: str, pods: int) -> dict[str, Any]:
     }
 
 
-def scrape(url: str) -> dict[str, float]:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
+def parse_metrics(text: str) -> dict[str, float]:
+    """API requests by ``"<verb> <code>"`` and reconcile totals from /metrics text."""
     out: dict[str, float] = {}
     for m in re.finditer(
         r'^kaos_operator_api_requests_total\{code="(\d+)",verb="(\w+)"\} (\S+)$', text, re.M
     ):
-        out[f"{m.group(2)} {m.group(1)}"] = out.get(f"{m.group(2)} {m.group(1)}", 0) + float(
-            m.group(3)
-        )
+        key = f"{m.group(2)} {m.group(1)}"
+        out[key] = out.get(key, 0) + float(m.group(3))
     for name in ("kaos_operator_reconciles_total", "kaos_operator_reconcile_errors_total"):
-        total = sum(float(v) for v in re.findall(rf"^{name}\{{[^}}]*\}} (\S+)$", text, re.M))
-        out[name] = total
+        out[name] = sum(float(v) for v in re.findall(rf"^{name}\{{[^}}]*\}} (\S+)$", text, re.M))
     return out
 
 
-async def count_objects(kube: KubeClient, ns: str) -> int:
-    total = 0
-    for rt in OWNED_TYPES:
-        doc = await kube.list(rt, ns, label_selector=SELECTOR)
-        total += len(doc.get("items", []))
-    return total
+def scrape(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
+        return parse_metrics(resp.read().decode())
 
 
-async def ready_agents(kube: KubeClient, ns: str) -> int:
-    doc = await kube.list(RT_OF["Agent"], ns)
-    return sum(1 for a in doc.get("items", []) if (a.get("status") or {}).get("phase") == "Ready")
+def requests_between(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
+    """API requests made between two scrapes, by ``"<verb> <code>"`` (zeros left out)."""
+    delta = {k: int(after.get(k, 0) - before.get(k, 0)) for k in after if " " in k}
+    return {k: v for k, v in sorted(delta.items()) if v}
 
 
-async def bench(args: argparse.Namespace) -> int:
-    kubeconfig = os.environ.get("KUBECONFIG")
-    if not kubeconfig:
-        print('KUBECONFIG is not set: run eval "$(hack/test-cluster up)" first', file=sys.stderr)
-        return 2
-    await install_crds(Path(kubeconfig))
-    kube = await KubeClient.connect(kubeconfig)
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of ``pid`` in KiB, from /proc."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def instructions_of(dep: Obj) -> str | None:
+    containers = dep["spec"]["template"]["spec"].get("containers") or [{}]
+    for env in containers[0].get("env") or []:
+        if env.get("name") == names.AGENT_INSTRUCTIONS:
+            return str(env.get("value"))
+    return None
+
+
+@dataclass
+class Result:
+    agents: int
+    stores: int
+    objects: int
+    all_objects_s: float | None = None
+    ready_s: float | None = None
+    bringup: dict[str, int] = field(default_factory=dict)
+    steady: dict[str, int] = field(default_factory=dict)
+    quiet_s: float = 0.0
+    rss_kib: dict[str, int] = field(default_factory=dict)
+    changes_s: list[float] = field(default_factory=list)
+    reconciles: int = 0
+    errors: int = 0
+
+
+class Watched:
+    """The bench's own view of the namespace, kept by watches (no polling of the API)."""
+
+    def __init__(self, kube: KubeClient, ns: str) -> None:
+        self.agents = Informer(kube, RT_OF["Agent"], namespace=ns)
+        self.owned = [
+            Informer(kube, rt, namespace=ns, label_selector=SELECTOR) for rt in OWNED_TYPES
+        ]
+        self.deployments = next(i for i in self.owned if i.rt == DEPLOYMENTS)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        infs = [self.agents, *self.owned]
+        self._tasks = [asyncio.create_task(i.run()) for i in infs]
+        await asyncio.gather(*(i.synced.wait() for i in infs))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def objects(self) -> int:
+        return sum(len(i.cache) for i in self.owned)
+
+    def available(self) -> int:
+        return sum(
+            1
+            for d in self.deployments.cache.values()
+            if (d.get("status") or {}).get("availableReplicas")
+        )
+
+    async def timeline(self, started: float, every: float) -> None:
+        """A progress line every ``every`` seconds (where the time goes)."""
+        while True:
+            await asyncio.sleep(every)  # the timeline's period
+            print(
+                f"  t={time.monotonic() - started:5.1f}s objects={self.objects()}"
+                f" deployments available={self.available()}/{len(self.deployments.cache)}"
+                f" agents Ready={self.ready()}",
+                flush=True,
+            )
+
+    def ready(self) -> int:
+        return sum(
+            1 for a in self.agents.cache.values() if (a.get("status") or {}).get("phase") == "Ready"
+        )
+
+
+async def wait_for(probe: Any, started: float, within: float) -> float | None:
+    while not probe():
+        if time.monotonic() - started > within:
+            return None
+        await asyncio.sleep(POLL)
+    return time.monotonic() - started
+
+
+async def change_latency(kube: KubeClient, ns: str, seen: Watched, name: str) -> float | None:
+    """Seconds from patching Agent ``name``'s instructions until its Deployment has them."""
+    text = f"changed {uuid.uuid4().hex[:8]}"
+    patch = {"spec": {"config": {"instructions": text}}}
+    started = time.monotonic()
+    await kube.request(
+        "PATCH",
+        RT_OF["Agent"].path(ns, name),
+        body=patch,
+        content_type="application/merge-patch+json",
+    )
+
+    def done() -> bool:
+        dep = seen.deployments.get(ns, name)
+        return dep is not None and instructions_of(dep) == text
+
+    return await wait_for(done, started, 30)
+
+
+async def run_size(
+    kube: KubeClient, kubeconfig: str, args: argparse.Namespace, agents: int
+) -> Result:
+    stores = max(1, agents // args.agents_per_store)
+    # Per Agent: Deployment + Service; per (local) store: Deployment, Service, PVC; the
+    # ModelAPI: Deployment, Service, ConfigMap.
+    expected = 2 * agents + 3 * stores + 3
+    result = Result(agents, stores, objects=expected + agents + stores + 1)
     ns = f"kaos-bench-{uuid.uuid4().hex[:6]}"
     await kube.create(
         NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
     )
+    node = f"{ns}-node"
+    await kube.create(NODES, None, bench_node(node, agents + stores + 10))
     port = free_port()
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="kaos-operator-bench-"))
+    env = {
+        "KUBECONFIG": kubeconfig,
+        "KAOS_OPERATOR_WATCH_NAMESPACE": ns,
+        "KAOS_OPERATOR_NAMESPACE": ns,
+        "KAOS_OPERATOR_HOST": "127.0.0.1",
+        "KAOS_OPERATOR_PORT": str(port),
+        "KAOS_OPERATOR_LOG_LEVEL": "WARNING",
+    }
+    if args.workers:
+        env["KAOS_OPERATOR_WORKERS"] = str(args.workers)
+    argv = [console_script("kaos-operator")]
+    if args.profile:
+        argv = [sys.executable, "-m", "cProfile", "-o", f"{args.profile}.{agents}"]
+        argv += ["-m", "kaos_operator"]
     proc = start_service(
-        "kaos-operator-bench",
-        [console_script("kaos-operator")],
+        f"kaos-operator-bench-{agents}",
+        argv,
         port=port,
-        env={
-            "KUBECONFIG": kubeconfig,
-            "KAOS_OPERATOR_WATCH_NAMESPACE": ns,
-            "KAOS_OPERATOR_NAMESPACE": ns,
-            "KAOS_OPERATOR_HOST": "127.0.0.1",
-            "KAOS_OPERATOR_PORT": str(port),
-            "KAOS_OPERATOR_WORKERS": str(args.workers),
-            "KAOS_OPERATOR_LOG_LEVEL": "WARNING",
-        },
+        env=env,
         log_dir=log_dir,
     )
+    seen = Watched(kube, ns)
     try:
-        before = scrape(proc.url)
+        await seen.start()
         sem = asyncio.Semaphore(16)
 
         async def make(kind: str, name: str, spec: dict[str, Any]) -> None:
             async with sem:
                 await kube.create(RT_OF[kind], ns, body(kind, name, spec))
 
-        node = f"{ns}-node"
-        await kube.create(NODES, None, bench_node(node, args.agents + args.stores + 10))
         # The test cluster has no volume provisioner: one static volume per store's claim.
-        await asyncio.gather(*(volume_for(kube, ns, f"mem-{i}-data") for i in range(args.stores)))
+        await asyncio.gather(*(volume_for(kube, ns, f"mem-{i}-data") for i in range(stores)))
+        before = scrape(proc.url)
         started = time.monotonic()
         await make("ModelAPI", "llm", proxy_api())
         await asyncio.gather(
-            *(make("MemoryStore", f"mem-{i}", store_spec()) for i in range(args.stores))
+            *(make("MemoryStore", f"mem-{i}", store_spec()) for i in range(stores))
         )
+        memory = {"type": "remote", "memoryStore": ""}
         await asyncio.gather(
             *(
                 make(
@@ -142,64 +277,151 @@ async def bench(args: argparse.Namespace) -> int:
                     f"agent-{i}",
                     {
                         "modelAPI": "llm",
-                        "config": {
-                            "memory": {"type": "remote", "memoryStore": f"mem-{i % args.stores}"}
-                        },
+                        "config": {"memory": {**memory, "memoryStore": f"mem-{i % stores}"}},
                     },
                 )
-                for i in range(args.agents)
+                for i in range(agents)
             )
         )
-        created = time.monotonic() - started
-        # Per Agent: Deployment + Service; per store (local): Deployment, Service, PVC;
-        # the ModelAPI: Deployment, Service, ConfigMap.
-        expected = 2 * args.agents + 3 * args.stores + 3
-        while await count_objects(kube, ns) < expected:
-            if time.monotonic() - started > args.timeout:
-                print(f"timed out with {await count_objects(kube, ns)}/{expected} objects")
-                return 1
-            await asyncio.sleep(0.25)  # poll interval
-        all_objects = time.monotonic() - started
-        ready_s = None
-        if not args.no_ready:
-            while await ready_agents(kube, ns) < args.agents:
-                if time.monotonic() - started > args.timeout:
-                    break
-                await asyncio.sleep(0.5)  # poll interval
-            else:
-                ready_s = time.monotonic() - started
-        after = scrape(proc.url)
-        delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-        requests = {k: int(v) for k, v in sorted(delta.items()) if " " in k and v}
-        print(f"agents={args.agents} stores={args.stores} workers={args.workers}")
-        print(f"resources created by the client in {created:.1f}s")
-        print(f"all {expected} desired objects exist after {all_objects:.1f}s")
-        if ready_s is not None:
-            print(f"all {args.agents} Agents Ready after {ready_s:.1f}s")
-        print(
-            f"operator API requests: {sum(requests.values())} "
-            + ", ".join(f"{k}: {v}" for k, v in requests.items())
+        progress = (
+            asyncio.create_task(seen.timeline(started, args.timeline)) if args.timeline else None
         )
-        print(
-            f"reconciles: {int(delta.get('kaos_operator_reconciles_total', 0))}, "
-            f"errors: {int(delta.get('kaos_operator_reconcile_errors_total', 0))}"
+        result.all_objects_s = await wait_for(
+            lambda: seen.objects() >= expected, started, args.timeout
         )
-        return 0
+        result.ready_s = await wait_for(lambda: seen.ready() >= agents, started, args.timeout)
+        at_ready = scrape(proc.url)
+        if progress is not None:
+            progress.cancel()
+        result.bringup = requests_between(before, at_ready)
+        result.reconciles = int(
+            at_ready["kaos_operator_reconciles_total"]
+            - before.get("kaos_operator_reconciles_total", 0)
+        )
+        result.errors = int(at_ready["kaos_operator_reconcile_errors_total"])
+        # Steady state: nothing changes; what the operator asks of the API server now is
+        # its cost of keeping a settled cluster (watches, lease renewals, rechecks).
+        quiet_started = time.monotonic()
+        await asyncio.sleep(args.quiet)  # the measured quiet window itself
+        result.quiet_s = time.monotonic() - quiet_started
+        result.steady = requests_between(at_ready, scrape(proc.url))
+        result.rss_kib = memory_kib(proc.proc.pid)
+        for i in range(args.changes):
+            latency = await change_latency(kube, ns, seen, f"agent-{(i * 7919) % agents}")
+            if latency is not None:
+                result.changes_s.append(latency)
+        return result
     finally:
+        await seen.stop()
         proc.stop()
         await kube.delete(NAMESPACES, None, ns)
         await delete_volumes(kube, ns)
-        await kube.delete(NODES, None, f"{ns}-node")
+        await kube.delete(NODES, None, node)
+        # The next size must not share the machine with this one's garbage collection
+        # (after the last one it goes on after the bench, as any namespace deletion does).
+        for _ in range(int(args.timeout) if agents != args.sizes[-1] else 0):
+            if await kube.get(NAMESPACES, None, ns) is None:
+                break
+            await asyncio.sleep(1)  # poll interval of the namespace's deletion
+
+
+def per_object(requests: dict[str, int], objects: int) -> float:
+    return sum(requests.values()) / objects if objects else 0.0
+
+
+def report(r: Result) -> list[str]:
+    def secs(v: float | None) -> str:
+        return f"{v:.1f}s" if v is not None else "timed out"
+
+    def verbs(reqs: dict[str, int]) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in reqs.items()) or "none"
+
+    lines = [
+        f"== {r.agents} Agents, {r.stores} MemoryStores ({r.objects} objects)",
+        f"all desired objects exist after {secs(r.all_objects_s)}",
+        f"all Agents Ready after {secs(r.ready_s)}",
+        f"bring-up API requests: {sum(r.bringup.values())}"
+        f" ({per_object(r.bringup, r.objects):.2f}/object; {verbs(r.bringup)})",
+        f"steady-state API requests over {r.quiet_s:.0f}s: {sum(r.steady.values())}"
+        f" ({per_object(r.steady, r.objects):.3f}/object; {verbs(r.steady)})",
+        f"operator memory: RSS {r.rss_kib.get('VmRSS', 0) / 1024:.0f} MB,"
+        f" peak {r.rss_kib.get('VmHWM', 0) / 1024:.0f} MB",
+        f"reconciles: {r.reconciles}, errors: {r.errors}",
+    ]
+    if r.changes_s:
+        lines.append(
+            f"one changed Agent reconciled (patch to Deployment): median"
+            f" {statistics.median(r.changes_s) * 1000:.0f} ms, max {max(r.changes_s) * 1000:.0f} ms"
+            f" over {len(r.changes_s)}"
+        )
+    return lines
+
+
+def table(results: list[Result]) -> list[str]:
+    head = (
+        "| Agents | stores | objects | Ready | bring-up req/obj | steady req/obj"
+        " | RSS (peak) MB | change ms (max) |"
+    )
+    rows = [head, "|" + "---|" * 8]
+    for r in results:
+        change = (
+            f"{statistics.median(r.changes_s) * 1000:.0f} ({max(r.changes_s) * 1000:.0f})"
+            if r.changes_s
+            else "-"
+        )
+        ready = f"{r.ready_s:.1f}s" if r.ready_s is not None else "timed out"
+        rows.append(
+            f"| {r.agents} | {r.stores} | {r.objects} | {ready}"
+            f" | {per_object(r.bringup, r.objects):.2f} | {per_object(r.steady, r.objects):.3f}"
+            f" | {r.rss_kib.get('VmRSS', 0) / 1024:.0f} ({r.rss_kib.get('VmHWM', 0) / 1024:.0f})"
+            f" | {change} |"
+        )
+    return rows
+
+
+async def bench(args: argparse.Namespace) -> int:
+    kubeconfig = os.environ.get("KUBECONFIG")
+    if not kubeconfig:
+        print('KUBECONFIG is not set: run eval "$(hack/test-cluster up)" first', file=sys.stderr)
+        return 2
+    if not args.no_crds:
+        await install_crds(Path(kubeconfig))
+    kube = await KubeClient.connect(kubeconfig)
+    results = []
+    try:
+        for agents in args.sizes:
+            result = await run_size(kube, kubeconfig, args, agents)
+            print("\n".join(report(result)), flush=True)
+            results.append(result)
+    finally:
         await kube.close()
+    print("\n".join(table(results)))
+    return 0 if all(r.ready_s is not None for r in results) else 1
+
+
+def sizes(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("sizes are Agent counts separated by commas") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError("sizes are positive Agent counts, e.g. 200,1000")
+    return values
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--agents", type=int, default=200)
-    parser.add_argument("--stores", type=int, default=20)
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--sizes", type=sizes, default=[200], help="Agent counts, e.g. 200,1000")
+    parser.add_argument("--agents-per-store", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=0, help="0: the operator's default")
+    parser.add_argument("--quiet", type=float, default=30, help="seconds of the steady window")
+    parser.add_argument("--changes", type=int, default=5, help="single-Agent changes timed")
+    parser.add_argument(
+        "--no-crds", action="store_true", help="the cluster has the CRDs: do not install them"
+    )
+    parser.add_argument("--profile", help="run the operator under cProfile: stats to PATH.<size>")
+    parser.add_argument("--timeline", type=float, default=0, help="progress every N s")
     parser.add_argument("--timeout", type=float, default=600)
-    parser.add_argument("--no-ready", action="store_true", help="skip waiting for Ready")
     parser.add_argument("--log-dir", default=None)
     return asyncio.run(bench(parser.parse_args()))
 

@@ -244,6 +244,10 @@ class Controller:
         recheck = self.reconcilers[kind].take_recheck(namespace, name)
         if recheck is not None:
             self.queue.add_after(key, recheck)
+        else:
+            # Rechecks asked for while a Deployment rolled out would otherwise all come
+            # due after a large rollout settled, flooding the queue ahead of real changes.
+            self.queue.cancel_delayed(key)
 
     def informers(self) -> list[Informer]:
         return [*self.resources.values(), *self.owned.values()]

@@ -83,6 +83,13 @@ class WorkQueue:
             pending[1].cancel()
         self._timers[key] = (due, timer.call_at(due, self._fire, key))
 
+    def cancel_delayed(self, key: Hashable) -> None:
+        """Drop a pending delayed add of ``key``: its last reconcile asked for none, so
+        one asked for earlier (a Deployment that has since become available) is moot."""
+        pending = self._timers.pop(key, None)
+        if pending is not None:
+            pending[1].cancel()
+
     def _fire(self, key: Hashable) -> None:
         self._timers.pop(key, None)
         self.add(key)

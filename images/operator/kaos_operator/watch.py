@@ -3,7 +3,8 @@
 A watch that ends (server timeout, dropped connection) resumes from the last
 resourceVersion seen, bookmarks included, so nothing is missed and nothing is listed
 again. Only a 410 Gone (the version was compacted away) makes the informer list afresh;
-the relist is diffed against the cache so handlers see the deletions they missed.
+the relist is diffed against the cache so handlers see the deletions they missed. The
+cache holds objects without their ``managedFields``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, name)
 EventHandler = Callable[[str, Obj], None]
+
+
+def trimmed(obj: Obj) -> Obj:
+    """``obj`` as the cache keeps it: without ``metadata.managedFields``, the server-side
+    apply bookkeeping nothing here reads, which is the larger part of a small object and
+    would otherwise be held once per object for the life of the process."""
+    obj.get("metadata", {}).pop("managedFields", None)
+    return obj
 
 
 def key_of(obj: Obj) -> Key:
@@ -73,7 +82,7 @@ class Informer:
             # List items carry no apiVersion/kind; the desired-state code wants them.
             item.setdefault("apiVersion", self.rt.api_version)
             item.setdefault("kind", self.rt.kind)
-            fresh[key_of(item)] = item
+            fresh[key_of(item)] = trimmed(item)
         old = self.cache
         self.cache = fresh
         self._rv = str(doc.get("metadata", {}).get("resourceVersion", ""))
@@ -108,7 +117,7 @@ class Informer:
             if kind == "DELETED":
                 self.cache.pop(key, None)
             else:
-                self.cache[key] = obj
+                self.cache[key] = trimmed(obj)
             self._emit(str(kind), obj)
 
     async def run(self) -> None:

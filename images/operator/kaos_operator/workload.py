@@ -78,6 +78,25 @@ def claims_of(deployment: Obj) -> list[str]:
     return names
 
 
+def observed(deployment: Obj) -> bool:
+    """Whether the Deployment's controller has seen its current spec: before that its pods
+    (none yet, or the previous template's) say nothing about it."""
+    meta = deployment.get("metadata") or {}
+    seen = (deployment.get("status") or {}).get("observedGeneration")
+    return seen is not None and int(seen) >= int(meta.get("generation") or 1)
+
+
+def diagnosis_due(deployment: Obj, last_read: float | None, now: float, interval: float) -> bool:
+    """Whether to read the pods of a Deployment that is not available now (``now`` and
+    ``last_read`` in seconds on one clock; ``last_read`` None: not read for this
+    generation). Once its controller has seen it, and at most once per ``interval``:
+    while many Deployments roll out each changes several times a second, and every
+    change reconciles its resource, which must not cost a list of pods each time."""
+    if not observed(deployment):
+        return False
+    return last_read is None or now - last_read >= interval
+
+
 def pending_claims(claims: Mapping[str, Obj | None]) -> list[str]:
     """Claims whose phase is Pending (their Events say why); unknown claims are left out."""
     return [

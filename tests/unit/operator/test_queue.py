@@ -57,6 +57,19 @@ async def test_add_after_keeps_the_earliest() -> None:
     q.close()
 
 
+async def test_a_cancelled_delayed_add_never_comes() -> None:
+    timer = ManualTimer()
+    q = WorkQueue(timer=timer)
+    q.add_after("k", 10)
+    q.add_after("other", 10)
+    q.cancel_delayed("k")
+    q.cancel_delayed("absent")  # nothing pending: nothing to do
+    timer.advance(10)
+    assert q.depth == 1
+    assert await q.get() == "other"
+    q.close()
+
+
 async def test_one_run_per_key_and_keys_in_parallel() -> None:
     q = WorkQueue()
     running: dict[Hashable, int] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from kaos_operator.workload import (
     WorkloadProblem,
     claims_of,
     diagnose,
+    diagnosis_due,
+    observed,
     pending_claims,
     pod_selector,
 )
@@ -365,13 +368,38 @@ def ready(status: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in status["conditions"] if c["type"] == reasons.READY)
 
 
+def fixed_clock() -> datetime:
+    return datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def rolling_out(namespace: str, name: str, ctx: FakeContext) -> None:
+    """The applied Deployment seen by its controller, not available yet."""
+    dep = ctx.objects[("Deployment", namespace, name)]
+    dep["metadata"]["generation"] = 1
+    dep["status"] = {"observedGeneration": 1, "replicas": 1, "unavailableReplicas": 1}
+
+
+def test_pods_are_read_once_the_controller_saw_the_spec_and_then_at_most_every_interval() -> None:
+    new = {"metadata": {"generation": 2}, "status": {"observedGeneration": 1}}
+    seen = {"metadata": {"generation": 2}, "status": {"observedGeneration": 2}}
+    assert not observed({"metadata": {"generation": 1}})
+    assert not observed(new)
+    assert observed(seen)
+    assert not diagnosis_due(new, None, 100.0, 5.0)
+    assert diagnosis_due(seen, None, 100.0, 5.0)
+    assert not diagnosis_due(seen, 97.0, 100.0, 5.0)
+    assert diagnosis_due(seen, 95.0, 100.0, 5.0)
+
+
 async def test_a_store_with_an_unbound_claim_says_so_and_reads_only_while_unavailable() -> None:
     ctx, reader = FakeContext(), FakeReader()
     ready_model_api(ctx)
     ctx.add(raw("MemoryStore", "mem", store_spec()))
-    rec = build_reconcilers(ctx, workload_reader=reader)["MemoryStore"]
+    rec = build_reconcilers(ctx, clock=fixed_clock, workload_reader=reader)["MemoryStore"]
 
     await rec.reconcile("ns", "mem")  # applies the Deployment and the claim
+    assert reader.calls == []  # its controller has not seen it yet: its pods say nothing
+    rolling_out("ns", "mem", ctx)
     ctx.objects[("PersistentVolumeClaim", "ns", "mem-data")]["status"] = {"phase": "Pending"}
     reader.events["mem-data"] = [event("FailedBinding", UNBOUND, "2026-01-01T00:00:00Z")]
     reader.calls.clear()
@@ -389,6 +417,12 @@ async def test_a_store_with_an_unbound_claim_says_so_and_reads_only_while_unavai
     ]
     # Looked at again while unavailable, later each time, without waiting for an event.
     assert rec.take_recheck("ns", "mem") == workload_recheck_delay(2) == 10.0
+    # Looked at again at once (another change of the Deployment): what was read is reused.
+    reader.calls.clear()
+    await rec.reconcile("ns", "mem")
+    assert reader.calls == []
+    assert ready(ctx.status_of("MemoryStore", "ns", "mem"))["reason"] == reasons.CLAIM_PENDING
+    assert rec.take_recheck("ns", "mem") == workload_recheck_delay(3)
 
     ctx.deployment_available("ns", "mem")
     reader.calls.clear()
@@ -404,8 +438,10 @@ async def test_an_agent_whose_image_cannot_be_pulled_fails_with_an_event() -> No
     ctx, reader = FakeContext(), FakeReader()
     ready_model_api(ctx)
     ctx.add(raw("Agent", "bot", {"modelAPI": "llm", "image": "registry.example/agent:9"}))
-    rec = build_reconcilers(ctx, workload_reader=reader)["Agent"]
+    rec = build_reconcilers(ctx, clock=fixed_clock, workload_reader=reader)["Agent"]
     reader.pod_list = [pod("bot-1", containerStatuses=[waiting("ImagePullBackOff", "nope")])]
+    await rec.reconcile("ns", "bot")
+    rolling_out("ns", "bot", ctx)
 
     await rec.reconcile("ns", "bot")
 
@@ -414,7 +450,7 @@ async def test_an_agent_whose_image_cannot_be_pulled_fails_with_an_event() -> No
     assert status["phase"] == reasons.PHASE_FAILED
     assert status["message"] == ready(status)["message"]
     assert [(e.type_, e.reason) for e in ctx.events][-1] == ("Warning", reasons.IMAGE_PULL_FAILED)
-    assert rec.take_recheck("ns", "bot") == workload_recheck_delay(1) == 5.0
+    assert rec.take_recheck("ns", "bot") == workload_recheck_delay(2)
 
 
 async def test_unreadable_pods_leave_the_generic_state() -> None:

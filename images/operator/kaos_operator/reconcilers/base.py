@@ -41,6 +41,7 @@ from kaos_operator.workload import (
     WorkloadProblem,
     claims_of,
     diagnose,
+    diagnosis_due,
     pending_claims,
     pod_selector,
 )
@@ -194,6 +195,11 @@ class Reconciler(ABC, Generic[R]):
         self._workload_reader = workload_reader
         # (namespace, name) -> looks in a row at its Deployment not being available.
         self._unavailable: dict[tuple[str, str], int] = {}
+        # (namespace, name) -> ((uid, generation) of the Deployment, when its pods were
+        # read, what they said): reused until the next read is due (``diagnosis_due``).
+        self._diagnosed: dict[
+            tuple[str, str], tuple[tuple[str, int], float, WorkloadProblem | None]
+        ] = {}
         # (namespace, name) -> (uid, generation, hash of desired objects) of the last
         # apply the API server refused, with its error: the same apply is not sent again.
         self._refused: dict[tuple[str, str], tuple[tuple[str, int, str], PermanentError]] = {}
@@ -214,6 +220,7 @@ class Reconciler(ABC, Generic[R]):
             # Owner references let the garbage collector delete what the resource owned.
             self._refused.pop((namespace, name), None)
             self._unavailable.pop((namespace, name), None)
+            self._diagnosed.pop((namespace, name), None)
             return Outcome.GONE
         status = StatusBuilder(raw.get("status"), raw["metadata"].get("generation", 0), self._clock)
         outcome = Outcome.OK
@@ -328,6 +335,7 @@ class Reconciler(ABC, Generic[R]):
         key = (res.namespace, res.name)
         if dep.available:
             self._unavailable.pop(key, None)
+            self._diagnosed.pop(key, None)
             status.condition(reasons.READY, True, reasons.AVAILABLE, "deployment available")
             status.fields["phase"] = reasons.PHASE_READY
             return dep
@@ -356,6 +364,24 @@ class Reconciler(ABC, Generic[R]):
         selector = pod_selector(live) if live is not None else None
         if reader is None or live is None or selector is None:
             return None
+        key = (res.namespace, res.name)
+        meta = live["metadata"]
+        version = (str(meta.get("uid", "")), int(meta.get("generation") or 1))
+        now = self._clock().timestamp()
+        last = self._diagnosed.get(key)
+        if last is not None and last[0] != version:
+            last = None
+        if not diagnosis_due(live, last[1] if last else None, now, WORKLOAD_RECHECK_BASE):
+            return last[2] if last else None
+        problem = await self._read_workload(res, live, selector, storage_field)
+        self._diagnosed[key] = (version, now, problem)
+        return problem
+
+    async def _read_workload(
+        self, res: CustomObject, live: Obj, selector: str, storage_field: str | None
+    ) -> WorkloadProblem | None:
+        reader = self._workload_reader
+        assert reader is not None
         claims = {name: self.ctx.live(PVCS, res.namespace, name) for name in claims_of(live)}
         try:
             pods = await reader.pods(res.namespace, selector)
