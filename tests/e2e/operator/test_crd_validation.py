@@ -105,7 +105,11 @@ async def test_valid_resources_get_defaults(kube: KubeClient, k8s_namespace: str
     assert store["spec"]["storage"] == {"type": "local", "size": "1Gi"}
     assert store["spec"]["maxReadScope"] == "agent"
     assert store["spec"]["tiers"]["shortTerm"]["tokenBudget"] == 4096
-    assert store["spec"]["tiers"]["longTerm"] == {"enabled": True, "recallTopK": 10}
+    assert store["spec"]["tiers"]["longTerm"] == {
+        "enabled": True,
+        "recallTopK": 10,
+        "injectSources": ["user", "saved"],
+    }
     # Each model role may name its own ModelAPI.
     roles = {
         "summarization": {"modelAPI": "hosted", "apiKeySecret": {"name": "k", "key": "token"}},
