@@ -12,6 +12,7 @@ from kaos_memory.storage.mem0.provenance import (
     attributing,
     extracted_metadata,
     provenance_of,
+    source_of,
     verbatim_metadata,
     verified_answer,
 )
@@ -117,3 +118,14 @@ def test_the_answer_mem0_reads_carries_the_verified_attribution() -> None:
     assert [m["attributed_to"] for m in doc["memory"][:2]] == ["user", "assistant"]
     assert doc["memory"][2] == "not an object" and doc["other"] == 1
     assert provenance._BATCH.get() is None, "the context is left as it was"
+
+
+def test_the_policy_judges_a_fact_by_its_recorded_source_or_mem0s_old_attribution() -> None:
+    saved = verbatim_metadata(turn(7, "assistant", "Prefers tea.", "t", source="tool"))
+    assert source_of(saved) == "tool"
+    extracted = extracted_metadata([USER, ASSISTANT], "m")
+    assert source_of({**extracted, "attributed_to": "user"}) == "user"
+    assert source_of(extracted) == "assistant"
+    # Stored before provenance: Mem0's own attribution, else the user's.
+    assert source_of({"attributed_to": "assistant"}) == "assistant"
+    assert source_of({}) == "user"

@@ -153,43 +153,46 @@ def _parse_seqs(value: object) -> list[int]:
         return []
 
 
-def provenance_of(payload: dict[str, Any]) -> Provenance | None:
-    """The provenance recorded in ``payload``; None for a fact stored without it."""
-    recorded = str(payload.get("created_at") or "")
+def _recorded(payload: dict[str, Any]) -> tuple[FactSource, str, str | None] | None:
+    """The source ``payload`` records, the suffix of its turns and time keys, and the model
+    that extracted it; None for a fact stored without provenance."""
     stored = payload.get(SOURCE_KEY)
-    at: object
-    source = next((s for s in FACT_SOURCES if s == stored), None)
-    if source is not None:
-        at = payload.get(AT_KEY)
-        return Provenance(
-            source=source,
-            turns=_parse_seqs(payload.get(TURNS_KEY)),
-            observed_at=at if isinstance(at, str) else None,
-            recorded_at=recorded,
-        )
+    for source in FACT_SOURCES:
+        if source == stored:
+            return source, "", None
     model = payload.get(MODEL_KEY)
     if not isinstance(model, str):
         return None
-    claimed = payload.get(ATTRIBUTED_KEY)
-    role: FactSource = "user" if claimed == "user" else "assistant"
-    at = payload.get(f"{AT_KEY}_{role}")
+    role: FactSource = "user" if payload.get(ATTRIBUTED_KEY) == "user" else "assistant"
+    return role, f"_{role}", model
+
+
+def provenance_of(payload: dict[str, Any]) -> Provenance | None:
+    """The provenance recorded in ``payload``; None for a fact stored without it."""
+    found = _recorded(payload)
+    if found is None:
+        return None
+    source, suffix, model = found
+    at = payload.get(AT_KEY + suffix)
     return Provenance(
-        source=role,
-        turns=_parse_seqs(payload.get(f"{TURNS_KEY}_{role}")),
+        source=source,
+        turns=_parse_seqs(payload.get(TURNS_KEY + suffix)),
         observed_at=at if isinstance(at, str) else None,
-        recorded_at=recorded,
+        recorded_at=str(payload.get("created_at") or ""),
         model=model,
     )
 
 
 def source_of(payload: dict[str, Any]) -> FactSource:
-    """The source an injection policy judges a fact by. A fact stored before provenance
-    was recorded counts as Mem0 attributed it, or as the user's when Mem0 recorded no
-    attribution: KAOS extracted only user and assistant turns then, and treating its old
-    facts as less trusted would take them out of every agent's context at the upgrade."""
-    found = provenance_of(payload)
+    """The source an injection policy judges a fact by (read from the payload's keys, not
+    by building its provenance: every hit of a search's pool is judged). A fact stored
+    before provenance was recorded counts as Mem0 attributed it, or as the user's when
+    Mem0 recorded no attribution: KAOS extracted only user and assistant turns then, and
+    treating its old facts as less trusted would take them out of every agent's context
+    at the upgrade."""
+    found = _recorded(payload)
     if found is not None:
-        return found.source
+        return found[0]
     return "assistant" if payload.get(ATTRIBUTED_KEY) == "assistant" else "user"
 
 
