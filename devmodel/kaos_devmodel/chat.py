@@ -25,6 +25,7 @@ from kaos_devmodel.prompts import (
 )
 from kaos_devmodel.protocol import Message
 from kaos_devmodel.script import Rule
+from kaos_devmodel.supersede import supersede_answer
 
 _DIRECTIVE = re.compile(r"\[\[call\s+([A-Za-z0-9_.:\-]+)\s*(\{.*?\})?\s*\]\]", re.DOTALL)
 _TOOL_ROLES = ("tool", "function")
@@ -162,6 +163,8 @@ def _library_answer(kind: PromptKind, messages: list[Message], digest_words: int
         return Answer(kind=kind, content=extraction_answer(messages))
     if kind == "procedural":
         return Answer(kind=kind, content=procedural_answer(messages))
+    if kind == "supersede":
+        return Answer(kind=kind, content=supersede_answer(Conversation.of(messages).last_user))
     prompt = Conversation.of(messages).last_user
     return Answer(kind=kind, content=write_digest(prompt, digest_words))
 

@@ -1,11 +1,11 @@
 """Latency and fault injection, for reliability tests of whatever calls the model.
 
 A fault applies to a request when its route (``chat``, ``embeddings``, ``models``) or the
-kind of chat request (``extraction``, ``digest``) is listed in ``routes``. In that order:
-``hang`` holds the request until the faults change, a reset, shutdown or the client going
-away; ``delay`` waits that many seconds; ``error_rate`` fails that share of requests with
-``status``. Which requests fail is decided by a random number generator seeded from the
-settings, so a sequence of requests fails the same way on every run.
+kind of chat request (``extraction``, ``digest``, ``supersede``) is listed in ``routes``. In
+that order: ``hang`` holds the request until the faults change, a reset, shutdown or the
+client going away; ``delay`` waits that many seconds; ``error_rate`` fails that share of
+requests with ``status``. Which requests fail is decided by a random number generator
+seeded from the settings, so a sequence of requests fails the same way on every run.
 
 ``answer`` spoils the chat answers of those routes, as a small real model does: ``not_json``
 answers a sentence of prose (no braces: Mem0 cannot find JSON in it), ``empty`` an empty
@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kaos_devmodel.chat import Answer
 
-FaultRoute = Literal["chat", "embeddings", "models", "extraction", "digest"]
+FaultRoute = Literal["chat", "embeddings", "models", "extraction", "digest", "supersede"]
 DEFAULT_ROUTES: tuple[FaultRoute, ...] = ("chat", "embeddings")
 AnswerFault = Literal["none", "not_json", "empty", "cut_off", "verbose"]
 

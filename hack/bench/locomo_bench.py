@@ -55,6 +55,7 @@ sys.path.insert(0, str(REPO))
 
 from benchlib import (  # noqa: E402
     all_zero,
+    before_path,
     devmodel,
     memory_service,
     percentile,
@@ -459,9 +460,16 @@ async def ask_kaos(url: str, convs: list[Conversation], run: Run, infer: bool) -
 
 
 def run_kaos(
-    where: Store, convs: list[Conversation], chat_url: str, embed_url: str, infer: bool
+    where: Store,
+    convs: list[Conversation],
+    chat_url: str,
+    embed_url: str,
+    infer: bool,
+    before: str | None = None,
 ) -> Run:
-    settings = where.settings("kaos", chat_url, embed_url)
+    """KAOS as it is, or as of the commit ``before`` (its code on ``PYTHONPATH``)."""
+    name = "kaos" if before is None else "kaos_before"
+    settings = where.settings(name, chat_url, embed_url)
     env = {
         "KAOS_MEMORY_STORAGE": where.mode,
         "KAOS_MEMORY_DATA_DIR": str(settings.backend.data_dir),
@@ -474,8 +482,10 @@ def run_kaos(
         "KAOS_MEMORY_IDLE_FLUSH_SECONDS": "2",
         "KAOS_MEMORY_SWEEP_INTERVAL": "1",
     }
-    run = Run("kaos", where.mode)
-    svc = memory_service(where.mode, env, where.root)
+    if before is not None:
+        env["PYTHONPATH"] = before_path(before)
+    run = Run("kaos" if before is None else f"kaos@{before}", where.mode)
+    svc = memory_service(f"{where.mode}-{name}", env, where.root)
     try:
         asyncio.run(ask_kaos(svc.url, convs, run, infer))
     finally:
@@ -571,6 +581,11 @@ def main() -> None:
     )
     parser.add_argument("--modes", default="local,external")
     parser.add_argument(
+        "--before",
+        metavar="REF",
+        help="also run KAOS as of this commit, in the same run (its figures beside now)",
+    )
+    parser.add_argument(
         "--systems", default="kaos,mem0-direct,bm25", help="which of kaos,mem0-direct,bm25"
     )
     parser.add_argument(
@@ -604,6 +619,11 @@ def main() -> None:
         print(f"    took {embed_s:.1f}s", file=sys.stderr, flush=True)
         for mode in modes:
             with store(mode, admin_dsn) as where:
+                if "kaos" in systems and args.before:
+                    print(f"[{mode}] KAOS as of {args.before}", file=sys.stderr, flush=True)
+                    runs.append(
+                        run_kaos(where, convs, chat_url, embed_url, args.infer, args.before)
+                    )
                 if "kaos" in systems:
                     print(f"[{mode}] KAOS", file=sys.stderr, flush=True)
                     runs.append(run_kaos(where, convs, chat_url, embed_url, args.infer))

@@ -51,6 +51,7 @@ import tenant_bench  # noqa: E402
 import tracing_bench  # noqa: E402
 from benchlib import (  # noqa: E402
     all_zero,
+    before_path,
     devmodel,
     memory_service,
     percentile,
@@ -392,6 +393,16 @@ def run_mode(
             "KAOS_MEMORY_MODEL_BASE_URL": base_url,
             "KAOS_MEMORY_EMBEDDING_DIMS": str(args.dims),
         }
+        before = None
+        if args.before:
+            # The earlier code first, on the same preloaded store (a newer service may
+            # migrate the database; an older one must not meet a newer schema).
+            old = {**env, "PYTHONPATH": before_path(args.before)}
+            svc = memory_service(f"{mode}-before", old, root)
+            try:
+                before = asyncio.run(bench_service(svc.url, args.ops, args.concurrency, rng))
+            finally:
+                svc.stop(timeout=60)
         svc = memory_service(mode, env, root)
         try:
             service = asyncio.run(bench_service(svc.url, args.ops, args.concurrency, rng))
@@ -425,9 +436,25 @@ def run_mode(
                 "lib_conc_ops": lib_conc["ops_s"] if lib_conc else float("nan"),
                 "svc_found": service.get(f"{op}_found", float("nan")),
                 "lib_found": library.get(f"{op}_found", float("nan")),
+                "before_p50": before[op]["p50_ms"] if before else float("nan"),
+                "before_p99": before[op]["p99_ms"] if before else float("nan"),
             }
         )
     return rows
+
+
+def print_before(rows: list[dict[str, Any]], ref: str) -> None:
+    head = f"{'mode':<9}{'facts':>8} {'op':<7}{'before p50':>11}{'now p50':>9}{'+ms':>7}"
+    head += f"{'before p99':>11}{'now p99':>9}"
+    print(f"The service as of {ref} (before) and now, in this run:")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(
+            f"{r['mode']:<9}{r['facts']:>8} {r['op']:<7}{r['before_p50']:>11.2f}"
+            f"{r['svc_p50']:>9.2f}{r['svc_p50'] - r['before_p50']:>7.2f}"
+            f"{r['before_p99']:>11.2f}{r['svc_p99']:>9.2f}"
+        )
 
 
 def print_table(rows: list[dict[str, Any]], concurrency: int) -> None:
@@ -467,6 +494,11 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=300, help="operations per measurement")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--dims", type=int, default=64, help="embedding dimension")
+    parser.add_argument(
+        "--before",
+        metavar="REF",
+        help="also measure the service as of this commit, on the same store, in the same run",
+    )
     parser.add_argument(
         "--verification-ops",
         type=int,
@@ -515,6 +547,8 @@ def main() -> None:
             for mode in modes:
                 rows += run_mode(mode, size, args, f"{model.url}/v1", admin_dsn)
                 print_table(rows, args.concurrency)
+                if args.before:
+                    print_before(rows, args.before)
         if args.slow_seconds > 0:
             print()
             slow = slowmodel_bench.run(

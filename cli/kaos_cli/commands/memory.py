@@ -40,8 +40,12 @@ from kaos_core.memory.contract import (
     Tier,
 )
 from kaos_core.wire import agent_identity
+from pydantic import ValidationError
 
 from kaos_cli.commands.common import CONTEXT_SETTINGS, Cx, common_options, complete_resource
+from kaos_cli.commands.memory_quarantine import CALLS as QUARANTINE_CALLS
+from kaos_cli.commands.memory_quarantine import add_commands as _add_quarantine
+from kaos_cli.commands.memory_quarantine import quarantine_call
 from kaos_cli.commands.memory_receipts import save_receipt, verify_receipt_command
 from kaos_cli.commands.reach import forwarded
 from kaos_cli.kinds import MEMORY_PORT, MEMORYSTORE
@@ -126,17 +130,30 @@ def _run(args: argparse.Namespace, call: str) -> Any:
                     f"memory service at {url} is unreachable or not ready",
                     "it is unreachable or not ready",
                 )
+            if call in QUARANTINE_CALLS:
+                return await quarantine_call(client, args, call)
             if call == "audit":
                 return await client.audit(limit=args.limit, cursor=args.cursor, action=args.action)
             include = tiers(args)
             ident: dict[str, Any] = {"session_id": args.session, "principal": args.principal}
             if call == "recall":
                 return await client.recall(
-                    args.level, args.query, top_k=args.top_k, include=include, **ident
+                    args.level,
+                    args.query,
+                    top_k=args.top_k,
+                    include=include,
+                    as_of=args.as_of,
+                    history=args.history,
+                    **ident,
                 )
             if call == "list":
                 return await client.list(
-                    args.level, include=include, limit=args.limit, cursor=args.cursor, **ident
+                    args.level,
+                    include=include,
+                    limit=args.limit,
+                    cursor=args.cursor,
+                    history=args.history,
+                    **ident,
                 )
             return await client.forget(args.level, **ident)
 
@@ -156,6 +173,11 @@ def _run(args: argparse.Namespace, call: str) -> Any:
             raise CliError(f"memory service failed: {exc}") from exc
         except BadRequest as exc:
             raise CliError(exc.message) from exc
+        except ValidationError as exc:
+            # The request refused before it is sent (the contract's own checks).
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "request"
+            raise CliError(f"{where}: {first['msg']}") from exc
 
 
 def _dump(response: Any, args: argparse.Namespace) -> bool:
@@ -276,6 +298,9 @@ def _print_read(response: RecallResponse, args: argparse.Namespace, *, scored: b
             headers = ["id", "text", "source", "user", "agent", "session", "created"]
             if scored:
                 headers.insert(3, "score")
+            # Retired versions are shown only when asked for: say until when each held.
+            if getattr(args, "history", False):
+                headers.append("valid to")
             rows = []
             for fact in response.long_term.facts:
                 row: list[object] = [
@@ -289,6 +314,8 @@ def _print_read(response: RecallResponse, args: argparse.Namespace, *, scored: b
                 ]
                 if scored:
                     row.insert(3, None if fact.score is None else f"{fact.score:.3f}")
+                if getattr(args, "history", False):
+                    row.append(fact.valid_to or "current")
                 rows.append(row)
             print(f"long-term facts ({len(rows)}):")
             table(headers, rows, wrap=["text"])
@@ -393,6 +420,13 @@ def _args(cx: Cx, **params: Any) -> argparse.Namespace:
 @memory_group.command("recall", help="Relevance search plus the session's tiers.")
 @click.option("--query", required=True, help="what to search for")
 @click.option("--top-k", type=int, default=None, help="at most this many facts")
+@click.option(
+    "--as-of",
+    default=None,
+    metavar="TIME",
+    help="the facts true at this ISO 8601 time (with its offset) instead of the current ones",
+)
+@click.option("--history", is_flag=True, help="every version of each fact, retired ones too")
 @_include_option
 @_options
 def recall_command(cx: Cx, **params: Any) -> int:
@@ -402,6 +436,7 @@ def recall_command(cx: Cx, **params: Any) -> int:
 @memory_group.command("list", help="Every fact in the scope plus the session's tiers.")
 @click.option("--limit", type=int, default=100, show_default=True, help="facts per page")
 @click.option("--cursor", default=None, help="next_cursor of the previous page")
+@click.option("--history", is_flag=True, help="retired versions of facts too")
 @_include_option
 @_options
 def list_command(cx: Cx, **params: Any) -> int:
@@ -443,3 +478,4 @@ def audit_command(cx: Cx, **params: Any) -> int:
 from kaos_cli.commands.memory_portable import add_commands as _add_portable  # noqa: E402
 
 _add_portable(memory_group)
+_add_quarantine(memory_group, run=_run, args_of=_args, options=_store_options)

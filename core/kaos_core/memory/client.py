@@ -41,6 +41,12 @@ from kaos_core.memory.contract import (
     WriteRequest,
     WriteResponse,
 )
+from kaos_core.memory.quarantine import (
+    QuarantineChangeRequest,
+    QuarantineChangeResponse,
+    QuarantineListRequest,
+    QuarantineListResponse,
+)
 from kaos_core.tracing import client_session
 from kaos_core.wire import (
     AGENT_TOKEN_HEADER,
@@ -229,9 +235,17 @@ class MemoryServiceClient:
         request_id: str | None = None,
         user_token: str | None = None,
         purpose: RecallPurpose = "search",
+        as_of: str | None = None,
+        history: bool = False,
     ) -> RecallResponse:
         body = RecallRequest(
-            level=level, query=query, top_k=top_k, include=list(include), purpose=purpose
+            level=level,
+            query=query,
+            top_k=top_k,
+            include=list(include),
+            purpose=purpose,
+            as_of=as_of,
+            history=history,
         )
         try:
             return await self._post(
@@ -257,8 +271,11 @@ class MemoryServiceClient:
         cursor: str | None = None,
         request_id: str | None = None,
         user_token: str | None = None,
+        history: bool = False,
     ) -> ListResponse:
-        body = ListRequest(level=level, include=list(include), limit=limit, cursor=cursor)
+        body = ListRequest(
+            level=level, include=list(include), limit=limit, cursor=cursor, history=history
+        )
         try:
             return await self._post(
                 "/v1/list",
@@ -312,6 +329,59 @@ class MemoryServiceClient:
         ``MemoryUnavailable``."""
         body = AuditRequest(limit=limit, cursor=cursor, action=action)
         return await self._post("/v1/audit", body, Identity(), AuditResponse, request_id)
+
+    async def quarantined(
+        self,
+        level: Level = "store",
+        *,
+        principal: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        request_id: str | None = None,
+    ) -> QuarantineListResponse:
+        """One page of the scope's quarantined facts with their reasons (an administrator's
+        call). Never degraded: a failure raises ``MemoryUnavailable``."""
+        body = QuarantineListRequest(level=level, limit=limit, cursor=cursor)
+        identity = self._identity(None, principal)
+        return await self._post(
+            "/v1/quarantine/list", body, identity, QuarantineListResponse, request_id
+        )
+
+    async def release(
+        self,
+        ids: Sequence[str],
+        level: Level = "store",
+        *,
+        principal: str | None = None,
+        request_id: str | None = None,
+    ) -> QuarantineChangeResponse:
+        """Release quarantined facts (recalled from then on); all or none (404)."""
+        return await self._quarantine("release", ids, level, principal, request_id)
+
+    async def erase_quarantined(
+        self,
+        ids: Sequence[str],
+        level: Level = "store",
+        *,
+        principal: str | None = None,
+        request_id: str | None = None,
+    ) -> QuarantineChangeResponse:
+        """Erase quarantined facts; all or none (404)."""
+        return await self._quarantine("erase", ids, level, principal, request_id)
+
+    async def _quarantine(
+        self,
+        change: str,
+        ids: Sequence[str],
+        level: Level,
+        principal: str | None,
+        request_id: str | None,
+    ) -> QuarantineChangeResponse:
+        body = QuarantineChangeRequest(level=level, ids=list(ids))
+        identity = self._identity(None, principal)
+        return await self._post(
+            f"/v1/quarantine/{change}", body, identity, QuarantineChangeResponse, request_id
+        )
 
     async def ready(self) -> bool:
         """True when the service answers ``/readyz`` with 200."""

@@ -8,9 +8,10 @@ coercion) and forbid unknown fields; identity never travels in a body (see
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kaos_core.trust import FactSource
 
@@ -87,6 +88,16 @@ class WriteResponse(_Response):
     degraded: bool = False
 
 
+def _world_time(value: str) -> str:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("as_of must be an ISO 8601 time") from None
+    if parsed.tzinfo is None:
+        raise ValueError("as_of must give its UTC offset (Z or +hh:mm)")
+    return value
+
+
 def _unique_tiers(value: list[Tier]) -> list[Tier]:
     if len(set(value)) != len(value):
         raise ValueError("include lists a tier twice")
@@ -103,8 +114,20 @@ class RecallRequest(_Request):
         json_schema_extra={"uniqueItems": True},
     )
     purpose: RecallPurpose = "search"
+    # World time: the facts that were true then (an ISO 8601 time with its offset), instead
+    # of the current ones.
+    as_of: str | None = Field(default=None, max_length=64)
+    # Every version of each fact, retired ones too, each with its validity.
+    history: bool = False
 
     _check_include = field_validator("include")(_unique_tiers)
+    _check_as_of = field_validator("as_of")(lambda v: None if v is None else _world_time(v))
+
+    @model_validator(mode="after")
+    def _one_view(self) -> RecallRequest:
+        if self.as_of is not None and self.history:
+            raise ValueError("as_of and history select different views: give one")
+        return self
 
 
 class ListRequest(_Request):
@@ -116,6 +139,8 @@ class ListRequest(_Request):
     )
     limit: int = Field(default=100, ge=1, le=1000)
     cursor: str | None = Field(default=None, max_length=1024)
+    # Retired versions of facts too (the current ones only by default).
+    history: bool = False
 
     _check_include = field_validator("include")(_unique_tiers)
 
@@ -150,6 +175,13 @@ class Fact(_Response):
     created_at: str
     # None for a fact stored before provenance was recorded.
     provenance: Provenance | None = None
+    # World time: since when the fact holds (its source turns' time), and until when, for a
+    # fact a newer one replaced (None while it is current).
+    valid_from: str | None = None
+    valid_to: str | None = None
+    # System time: when the store retired it, and the fact that replaced it.
+    retired_at: str | None = None
+    superseded_by: str | None = None
 
 
 class LongTerm(_Response):
@@ -243,7 +275,9 @@ class ForgetResponse(_Response):
     signed_receipt: ErasureReceipt | None = None
 
 
-AuditAction = Literal["forget", "export", "import"]
+# ``quarantine_release``/``quarantine_erase``: an administrator released or erased quarantined
+# facts (``kaos_core.memory.quarantine``); its ``moved.facts`` counts them.
+AuditAction = Literal["forget", "export", "import", "quarantine_release", "quarantine_erase"]
 # ``started``: recorded, not yet ended (or its replica died on the way); ``incomplete``: an
 # export's stream broke off after it began; ``failed``: refused or failed before the end.
 TransferOutcome = Literal["started", "complete", "incomplete", "failed"]

@@ -26,6 +26,7 @@ from kaos_core.openapi.memory_common import (
     memory_replies,
 )
 from kaos_core.openapi.portable import portable_operations
+from kaos_core.openapi.quarantine import quarantine_operations
 
 MEMORY_API_VERSION = "1.0.0"
 
@@ -44,7 +45,10 @@ AUDIT_QUERY = (
     Query(
         "action",
         "Only records of this action.",
-        {"type": "string", "enum": ["forget", "export", "import"]},
+        {
+            "type": "string",
+            "enum": ["forget", "export", "import", "quarantine_release", "quarantine_erase"],
+        },
     ),
 )
 
@@ -227,6 +231,7 @@ def memory_operations() -> list[Operation]:
             for method in ("get", "post")
         ),
         *portable_operations(),
+        *quarantine_operations(),
         Operation(
             contract.WELL_KNOWN_PATH,
             "get",
@@ -253,8 +258,8 @@ def memory_document() -> Schema:
         ),
         operations=memory_operations(),
         tags={
-            "memory": "The operations of the memory contract, the erasure audit, and "
-            "export and import.",
+            "memory": "The operations of the memory contract, the erasure audit, export "
+            "and import, and the quarantine.",
             "operations": "Probes and metrics.",
         },
     )

@@ -56,6 +56,10 @@ VERBS: dict[str, str] = {
     # An export reads everything in its scope; an import writes, as no agent does.
     "/v1/export": "get",
     "/v1/import": "create",
+    # Quarantined facts (``kaos_memory.quarantine``): listed, released, erased.
+    "/v1/quarantine/list": "get",
+    "/v1/quarantine/release": "update",
+    "/v1/quarantine/erase": "delete",
 }
 REALM = "kaos.dev/memory"
 

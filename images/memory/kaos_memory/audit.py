@@ -8,6 +8,9 @@ on the trusted-header path, an unnamed and unverified admin.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+
 from aiohttp import web
 from kaos_core.memory.contract import (
     AuditActor,
@@ -20,7 +23,12 @@ from kaos_core.memory.contract import (
 from kaos_core.wire import Identity
 
 from kaos_memory.clock import iso
-from kaos_memory.storage.audit import Actor, AuditEntry
+from kaos_memory.storage.audit import Actor, AuditEntry, AuditLog, Transfer, TransferOutcome
+from kaos_memory.storage.audit import Moved as MovedRecords
+from kaos_memory.storage.errors import StorageError
+
+audit_log = logging.getLogger("kaos_memory.audit")
+log = logging.getLogger(__name__)
 
 # The request key under which the admin path leaves its verified user.
 ACTOR_KEY = "kaos_memory_actor"
@@ -71,4 +79,43 @@ def wire_record(entry: AuditEntry) -> AuditRecord:
             skipped=entry.skipped,
         ),
         source=entry.source,
+    )
+
+
+async def transfer_ended(
+    audit: AuditLog,
+    store: str,
+    audit_id: int,
+    transfer: Transfer,
+    outcome: TransferOutcome,
+    moved: MovedRecords,
+) -> None:
+    """Record how a transfer (an export, an import, a quarantine change) ended: on its
+    audit record, and as an audit log line, which still says it when the record fails."""
+    try:
+        await audit.update_transfer(audit_id, outcome, moved)
+    except StorageError:
+        # The record stays ``started``: the log line below still says how it ended.
+        log.error("recording the end of %s %d failed", transfer.action, audit_id, exc_info=True)
+    actor = transfer.actor
+    audit_log.info(
+        "memory %s %s",
+        transfer.action,
+        outcome,
+        extra={
+            "action": transfer.action,
+            "outcome": outcome,
+            "audit": audit_id,
+            "actor": actor.name,
+            "actor_kind": actor.kind,
+            "verified": actor.verified,
+            "scope": {
+                "level": transfer.level,
+                "principal": transfer.principal,
+                "agent": transfer.agent,
+                "source": transfer.source,
+            },
+            "records": dataclasses.asdict(moved),
+            "store": store,
+        },
     )

@@ -396,9 +396,14 @@ class Consolidator:
         otherwise after them) and note them on its span."""
         for reason in answers.unusable:
             self._unusable("extraction", reason)
+        for reason in answers.unusable_supersessions:
+            self._unusable("supersession", reason)
+        self.metrics.retired_facts.inc(answers.retired)
         span = trace.get_current_span()
         span.set_attribute("kaos.memory.extraction.answers", len(answers.answers))
         span.set_attribute("kaos.memory.extraction.unusable_answers", len(answers.unusable))
+        span.set_attribute("kaos.memory.extraction.supersessions", len(answers.supersessions))
+        span.set_attribute("kaos.memory.extraction.retired_facts", answers.retired)
 
 
 WorkFn = Callable[[Lease], Awaitable[bool]]

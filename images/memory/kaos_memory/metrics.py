@@ -30,6 +30,7 @@ class MemoryMetrics:
     extractions: Counter
     extraction_duration: Histogram
     unusable_answers: Counter
+    retired_facts: Counter
     degraded: Counter
     tier_latency: Histogram
     outbox_depth: Gauge
@@ -105,8 +106,14 @@ class MemoryMetrics:
             unusable_answers=counter(
                 "unusable_answers",
                 "Answers of the summarisation model refused as unusable, by step (extraction,"
-                " digest) and reason (empty, not_json, not_memory_json, cut_off, over_budget).",
+                " supersession, digest) and reason (empty, not_json, not_memory_json,"
+                " not_retire_json, cut_off, over_budget).",
                 ["step", "reason"],
+            ),
+            retired_facts=counter(
+                "retired_facts",
+                "Long-term facts retired because a newer fact replaced them (supersession).",
+                [],
             ),
             degraded=counter(
                 "degraded",

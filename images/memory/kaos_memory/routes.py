@@ -26,7 +26,7 @@ from kaos_core.telemetry import conventions as otel
 from kaos_core.wire import Identity, find_identity_fields, parse_identity
 from pydantic import BaseModel
 
-from kaos_memory import telemetry
+from kaos_memory import quarantine_http, telemetry
 from kaos_memory.audit import actor_of
 from kaos_memory.keys import AUTH_KEY, SERVICE_KEY, SETTINGS_KEY
 from kaos_memory.portable import http as portable_http
@@ -136,3 +136,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/audit", audit)
     # Export and import (``kaos_memory.portable``).
     portable_http.add_routes(app)
+    # The quarantine of facts that read as instructions (``kaos_memory.quarantine``).
+    quarantine_http.add_routes(app)

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 from kaos_core.errors import BadRequest, Forbidden, StrictFailure
@@ -67,6 +68,7 @@ from kaos_memory.storage.base import (
     LongTermStore,
     NewTurn,
     SessionBound,
+    View,
 )
 from kaos_memory.storage.errors import StorageError
 from kaos_memory.storage.limits import QuotaExceeded
@@ -105,6 +107,11 @@ async def _alongside(first: Awaitable[A], second: Coroutine[Any, Any, B]) -> tup
         task.cancel()
         raise
     return result, await task
+
+
+def _view(req: RecallRequest) -> View:
+    as_of = None if req.as_of is None else datetime.fromisoformat(req.as_of)
+    return View(as_of=as_of, history=req.history)
 
 
 def fact_block(facts: list[Fact]) -> str:
@@ -237,7 +244,7 @@ class MemoryService:
         async def search() -> list[Fact]:
             # A deadline on this task, not ``wait_for``'s task of its own per recall.
             async with asyncio.timeout(self.tiers.recall_timeout):
-                return await self.longterm.search(scope, req.query, top_k, sources)
+                return await self.longterm.search(scope, req.query, top_k, sources, _view(req))
 
         async def long_term() -> tuple[LongTerm, bool]:
             if "long_term" not in req.include:
@@ -275,7 +282,11 @@ class MemoryService:
                 return LongTerm(), None, False
             try:
                 facts, next_cursor = await self._timed(
-                    "long_term", "list", self.longterm.list_facts(scope, req.limit, req.cursor)
+                    "long_term",
+                    "list",
+                    self.longterm.list_facts(
+                        scope, req.limit, req.cursor, View(history=req.history)
+                    ),
                 )
             except StorageError:
                 log.warning("long-term listing failed", exc_info=True)

@@ -262,3 +262,57 @@ async def test_entitled_search_and_save_work(
     who = {"X-Session-Id": "s", "X-Principal": "alice"}
     assert await ask(agent, "save it", **who) == "Tool said: Saved."
     assert (await ask(agent, "look it up", **who)).startswith("Tool said:")
+
+
+LISBON = "Alice lives in Lisbon."
+PORTO = "Alice moved to Porto."
+
+
+async def test_search_memory_as_of_finds_what_was_true_then(
+    agent_factory: AgentFactory, memory_factory: MakeMemory, devmodel: DevModel
+) -> None:
+    """The model asks memory about the past: a fact a later one replaced is found as of a
+    time before the change and not now; a time that is not one is refused before the store."""
+    memory = memory_factory("local", idle_flush_seconds=1, sweep_interval=0.2)
+    agent = agent_factory("a", **remote_env(memory.url, MEMORY_TOOLS="true"))
+    who = {"X-Session-Id": "s", "X-Principal": "alice"}
+
+    async def saved(text: str) -> str:
+        """Save ``text`` through the model's tool call; when it became true."""
+        devmodel.set_script(
+            [
+                {"match": "save", "tool_call": {"name": "save_memory",
+                                                "arguments": {"content": text}}},
+                {"after_tool": "*", "reply": "Tool said: {result}"},
+            ]
+        )  # fmt: skip
+        assert await ask(agent, "save", **who) == "Tool said: Saved."
+        async with memory.client() as admin:
+            listed = await eventually(
+                lambda: admin.list("store", include=["long_term"], history=True),
+                lambda got: any(f.text == text for f in got.long_term.facts),
+                what=f"{text!r} in long-term memory",
+            )
+        found = next(f for f in listed.long_term.facts if f.text == text)
+        assert found.valid_from is not None
+        return found.valid_from
+
+    between = await saved(LISBON)
+    await saved(PORTO)
+
+    def search(**extra: str) -> list[dict[str, Any]]:
+        arguments = {"query": "Where does Alice live? Lisbon or Porto", "level": "agent", **extra}
+        return [
+            {"match": "look", "tool_call": {"name": "search_memory", "arguments": arguments}},
+            {"after_tool": "*", "reply": "Tool said: {result}"},
+        ]
+
+    devmodel.set_script(search(as_of=between))
+    then = await ask(agent, "look back", **who)
+    assert LISBON in then and PORTO not in then, then
+    devmodel.set_script(search())
+    now = await ask(agent, "look now", **who)
+    assert PORTO in now and LISBON not in now, now
+    devmodel.set_script(search(as_of="last spring"))
+    refused = await ask(agent, "look wrong", **who)
+    assert "'as_of' must be an ISO 8601 time" in refused, refused

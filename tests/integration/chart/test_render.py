@@ -304,7 +304,7 @@ def test_memory_admin_roles_and_reviews_only_with_security(helm: Helm) -> None:
     reader = find_object(objects, "ClusterRole", "kaos-memory-reader")
     assert reader["rules"] == [{**data[0], "verbs": ["get"]}]
     admin = find_object(objects, "ClusterRole", "kaos-memory-admin")
-    assert admin["rules"] == [{**data[0], "verbs": ["get", "delete", "create"]}]
+    assert admin["rules"] == [{**data[0], "verbs": ["get", "delete", "create", "update"]}]
     review = find_object(objects, "ClusterRole", "kaos-memory-review")
     assert review["rules"] == [
         {

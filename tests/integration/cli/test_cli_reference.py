@@ -29,7 +29,7 @@ GROUPS = {
     "system": {"install", "uninstall", "status"},
     "memory": {
         *("recall", "list", "forget", "audit", "export", "import", "migrate"),
-        "verify-receipt",
+        *("verify-receipt", "quarantine"),
     },
 }
 

@@ -172,3 +172,45 @@ def test_refusals_are_one_error_line(
     # forget without --level needs --principal alone.
     assert main(["memory", "forget", "--url", url, "--session", "s"]) == 2
     assert "give --level" in capsys.readouterr().err
+
+
+def test_history_and_as_of_show_a_replaced_fact(
+    remembered: MemoryServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = remembered.url
+    wait_for_facts(capsys, url, 5)
+    remember(remembered, "s3", "alice", "We moved to Porto last month")
+    deadline = time.monotonic() + 60
+    while True:
+        listed = kaos_json(capsys, "memory", "list", "--url", url, "--level", "store", "--history")
+        facts = {f["text"]: f for f in listed["long_term"]["facts"]}
+        if len(facts) >= 6 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)  # polling interval of a wait with a deadline
+    lisbon, porto = facts["I live in Lisbon"], facts["We moved to Porto last month"]
+    assert lisbon["valid_to"] == porto["valid_from"], (lisbon, porto)
+
+    # The table says until when each version held; without --history only current ones.
+    assert main(["memory", "list", "--url", url, "--level", "store", "--history"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].split()[-2:] == ["VALID", "TO"]
+    assert (
+        next(line for line in out.splitlines() if "Lisbon" in line).split()[-1]
+        == (lisbon["valid_to"])
+    )
+    assert next(line for line in out.splitlines() if "Porto" in line).split()[-1] == "current"
+    assert main(["memory", "list", "--url", url, "--level", "store"]) == 0
+    assert "Lisbon" not in capsys.readouterr().out
+
+    # As of when Lisbon was said, the agent's view of alice had Lisbon and not yet Porto.
+    then = kaos_json(
+        capsys, "memory", "recall", "--url", url, "--level", "agent", "--agent", "team/helper",
+        "--principal", "alice", "--query", "live Lisbon moved Porto",
+        "--as-of", lisbon["valid_from"],
+    )  # fmt: skip
+    texts = [f["text"] for f in then["long_term"]["facts"]]
+    assert "I live in Lisbon" in texts and "We moved to Porto last month" not in texts
+    # A time without its offset is refused by the service, as one error line.
+    assert main(["memory", "recall", "--url", url, "--level", "store", "--query", "x",
+                 "--as-of", "2026-01-01T00:00:00"]) == 1  # fmt: skip
+    assert "as_of must give its UTC offset" in capsys.readouterr().err

@@ -89,7 +89,7 @@ def test_poisoning_prints_every_system_and_write_mode_with_shares(tmp_path: Path
     assert head.split() == [
         *("system", "write", "injected"),
         *("user", "inj/stored", "assistant", "inj/stored", "tool", "inj/stored"),
-        *("benign", "before", "with", "poison", "lost", "run", "s"),
+        *("held", "benign", "before", "with", "poison", "lost", "run", "s"),
     ]
     rows = [line.split() for line in lines[title + 3 : title + 7]]
     assert [r[:2] for r in rows] == [
@@ -98,11 +98,25 @@ def test_poisoning_prints_every_system_and_write_mode_with_shares(tmp_path: Path
         ["kaos", "verbatim"],
         ["mem0-direct", "verbatim"],
     ]
-    for _, _, injected, user, assistant, tool, before, after, lost, seconds in rows:
+    for system, _, injected, user, assistant, tool, held, before, after, lost, seconds in rows:
         shares(injected, user, assistant, tool)
+        # Only KAOS quarantines.
+        assert held == "n/a" if system == "mem0-direct" else 0 <= share(held) <= 1
         assert float(lost) == pytest.approx(share(before) - share(after), abs=0.0015)
         assert float(seconds) > 0
     assert lines[title + 7].startswith("(injected: attack cases whose canary reaches")
+    # The held-out set, on lines of its own: every system's attacks injected, KAOS's benign
+    # statements held.
+    assert re.fullmatch(
+        r"Held-out set \(data/poisoning_heldout.json, never tuned to\): 6 user-turn attacks,"
+        r" 6 benign statements",
+        lines[title + 8],
+    )
+    for line, (system, write) in zip(
+        lines[title + 9 : title + 13], [r[:2] for r in rows], strict=True
+    ):
+        tail = r", benign statements held [0-6]/6" if system == "kaos" else ""
+        assert re.fullmatch(rf"  {system} {write}: attacks injected [0-6]/6{tail}", line), line
     assert isinstance(scores, list)
     assert [(s["system"], s["write"]) for s in scores] == [tuple(r[:2]) for r in rows]
     for doc in scores:

@@ -33,7 +33,7 @@ def test_level_enum_is_exactly_the_entitled_levels(entitled: tuple[Level, ...]) 
     schemas = toolset(entitled)
     search = schemas["search_memory"]
     assert search["properties"]["level"]["enum"] == list(entitled)
-    assert set(search["properties"]) == {"query", "level"}
+    assert set(search["properties"]) == {"query", "level", "as_of"}
     assert search["additionalProperties"] is False
     assert set(schemas["save_memory"]["properties"]) == {"content"}
 

@@ -21,7 +21,7 @@ DEFERRED = {
     ("mem0/backend.py", "vector_backend", "kaos_memory.storage.mem0.pgvector.backend"),
     # Mem0 reads MEM0_DIR and MEM0_TELEMETRY when first imported: only a started store,
     # after the service has set them, may import it.
-    ("mem0/store.py", "_build", "mem0"),
+    ("mem0/config.py", "build_memory", "mem0"),
     ("mem0/history.py", "null_history", "mem0.memory.storage"),
     ("mem0/llm.py", "_mem0_utils", "mem0.memory.utils"),
 }

@@ -22,6 +22,7 @@ from kaos_core.errors import BadRequest
 from kaos_core.http.failures import describe_failure
 from kaos_core.memory.client import MemoryRequestRejected, MemoryServiceClient, MemoryUnavailable
 from kaos_core.memory.contract import Level, ListResponse, Tier
+from kaos_core.memory.quarantine import QuarantinedFact
 from kaos_core.wire import PRINCIPAL_HEADER, SESSION_HEADER, agent_identity, validate_agent_identity
 
 from kaos_cli.kinds import AGENT, MEMORY_PORT, MEMORYSTORE
@@ -159,6 +160,7 @@ async def memory_page(request: web.Request) -> web.Response:
     sessions = set(app[MEMORY].sessions.get(ns, set()))
     budget, trigger = budget_of(store)
     listing: ListResponse | None = None
+    held: list[QuarantinedFact] | None = None
     next_page = None
     versions: list[DigestVersion] = []
     probe_failed: str | None = None
@@ -166,6 +168,7 @@ async def memory_page(request: web.Request) -> web.Response:
         async with memory_url(app, store) as url:
             async with client(url) as admin:
                 seen = await admin.list("store", include=("long_term",), limit=SEEN_FACTS)
+                held = await quarantined_of(admin, scope)
             for fact in seen.long_term.facts:
                 principals.update([fact.user_id] if fact.user_id else [])
                 sessions.update([fact.session_id] if fact.session_id else [])
@@ -192,7 +195,7 @@ async def memory_page(request: web.Request) -> web.Response:
     then = "Nothing can be read here until it answers; agents go on without memory (degraded)."
     notes = status_notes(row, what, probe_failed, then=then) + notes
     inspected = Inspected(
-        row.health, listing, budget, trigger, versions, next_page
+        row.health, listing, budget, trigger, versions, next_page, held
     )  # fmt: skip
     choices = Choices(sorted(agents), sorted(principals), sorted(sessions))
     return html(
@@ -201,6 +204,19 @@ async def memory_page(request: web.Request) -> web.Response:
             inspected=inspected, notes_=notes, csrf=config.csrf, context=config.context,
         )
     )  # fmt: skip
+
+
+async def quarantined_of(admin: MemoryServiceClient, scope: Scope) -> list[QuarantinedFact] | None:
+    """The quarantined facts of the picked principal (else of the store), as an
+    administrator lists them; None from a service that lists none (older, or refusing)."""
+    principal = scope.principal or None
+    try:
+        found = await admin.quarantined(
+            "user" if principal else "store", principal=principal, limit=FACTS_PAGE
+        )
+    except (MemoryRequestRejected, MemoryUnavailable):
+        return None
+    return list(found.facts)
 
 
 async def read(
@@ -223,7 +239,8 @@ async def read(
                                            principal=ident["principal"])  # fmt: skip
             return ListResponse(**recalled.model_dump()), None
         listed = await reader.list(level, include=include, limit=FACTS_PAGE, cursor=cursor,
-                                   **ident)  # fmt: skip
+                                   session_id=ident["session_id"],
+                                   principal=ident["principal"])  # fmt: skip
     more = None
     if listed.next_cursor:
         more = f"/memory/{quote(ns)}/{quote(name)}?{scope.query(cursor=listed.next_cursor)}"

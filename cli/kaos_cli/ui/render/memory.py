@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
 from kaos_core.memory.contract import Fact, ListResponse, Provenance, WindowTurn
+from kaos_core.memory.quarantine import QuarantinedFact
 from kaos_core.tokens import turn_tokens as count_tokens
 
 from kaos_cli.health import Health
@@ -230,6 +231,37 @@ def tiers_html(
     )
 
 
+def quarantine_html(held: Sequence[QuarantinedFact], namespace: str, store: str) -> str:
+    """The scope's quarantined facts (read-only here: ``kaos memory quarantine`` releases
+    or erases them), each with the reason screening held it."""
+    rows = [
+        (
+            f'<span class="reason" data-reason="{h(q.reason)}">{h(q.reason)}</span>',
+            h(q.fact.text),
+            source_html(q.fact),
+            h(q.fact.agent_id or "-"),
+            h(q.fact.user_id or "-"),
+            h(q.fact.session_id or "-"),
+            when(q.fact.created_at),
+            f'<code class="id">{h(q.fact.id)}</code>',
+        )
+        for q in held
+    ]
+    headers = ["reason", "text", "source", "agent", "user", "session", "created", "id"]
+    out = (
+        '<section class="tier" id="tier-quarantine"><h2>Quarantined facts</h2>'
+        '<p class="hint">Stored, never recalled: their text reads as an instruction to the '
+        "agent. Release or erase one with <code>kaos memory quarantine release|erase ID "
+        f"--store {h(store)} -n {h(namespace)}</code>.</p>"
+    )
+    out += (
+        table(headers, rows, css="quarantine-table")
+        if rows
+        else '<p class="empty" id="quarantine-empty">no quarantined facts in this scope</p>'
+    )
+    return out + "</section>"
+
+
 @dataclass(frozen=True)
 class Inspected:
     """What the inspector read: the store's health, and the listing when it answered."""
@@ -240,6 +272,8 @@ class Inspected:
     trigger: int | None = None
     digest_versions: Sequence[DigestVersion] = ()
     next_page: str | None = None
+    # The scope's quarantined facts (None: the service did not list them).
+    quarantined: Sequence[QuarantinedFact] | None = None
 
 
 def memory_page(
@@ -262,6 +296,8 @@ def memory_page(
             trigger=inspected.trigger, digest_versions=inspected.digest_versions,
             next_page=inspected.next_page,
         )  # fmt: skip
+    if inspected.quarantined is not None:
+        sections += quarantine_html(inspected.quarantined, namespace, store)
     body = (
         f"<h1>Memory of {h(store)} <small>{h(namespace)}</small> "
         f'<span id="health">{badge(inspected.health)}</span></h1>'

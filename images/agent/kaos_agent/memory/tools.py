@@ -9,6 +9,7 @@ Principal, session and agent identity always come from the run context.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from kaos_core.memory.client import MemoryClientError, MemoryRequestRejected
@@ -63,11 +64,17 @@ def memory_toolset(
 
     async def search_memory(ctx: RunContext[RunDeps], **args: Any) -> str:
         try:
-            _check_args("search_memory", args, {"query", "level"})
+            _check_args("search_memory", args, {"query", "level", "as_of"})
         except ToolFailed as exc:
             raise refuse("search_memory", exc.message) from None
         query = args.get("query")
         level = args.get("level", entitled[-1])
+        as_of = args.get("as_of")
+        if as_of is not None and not _world_time(as_of):
+            raise refuse(
+                "search_memory",
+                "'as_of' must be an ISO 8601 time with its UTC offset, e.g. 2026-03-01T00:00:00Z",
+            )
         if not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY:
             raise refuse(
                 "search_memory", f"'query' must be a non-empty string of at most {MAX_QUERY}"
@@ -93,6 +100,7 @@ def memory_toolset(
                 include=["long_term"],
                 request_id=ctx.deps.request_id,
                 user_token=ctx.deps.user_token,
+                as_of=as_of,
             )
         except MemoryClientError as exc:
             metrics.memory_degraded.labels("search").inc()
@@ -141,6 +149,14 @@ def memory_toolset(
                     + f". Default {entitled[-1]}."
                 ),
             },
+            "as_of": {
+                "type": "string",
+                "description": (
+                    "Search what was true at this time (ISO 8601 with its offset, e.g."
+                    " 2026-03-01T00:00:00Z) instead of now; facts a later one replaced are"
+                    " found only this way."
+                ),
+            },
         },
         "required": ["query"],
         "additionalProperties": False,
@@ -175,6 +191,16 @@ def memory_toolset(
             )
         )
     return FunctionToolset(tools, id="memory")
+
+
+def _world_time(value: object) -> bool:
+    """Whether ``value`` is an ISO 8601 time with its offset (what the service takes)."""
+    if not isinstance(value, str) or len(value) > 64:
+        return False
+    try:
+        return datetime.fromisoformat(value).tzinfo is not None
+    except ValueError:
+        return False
 
 
 _LEVEL_HELP: dict[str, str] = {

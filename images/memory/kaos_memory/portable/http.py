@@ -19,7 +19,6 @@ instead, with the attribution mapping as query parameters (``principal``, ``agen
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import tempfile
 from collections.abc import AsyncIterator, Iterable
@@ -43,7 +42,7 @@ from kaos_core.http.body import (
 from kaos_core.memory.portable import Embedding, ExportRequest, FactRecord, ImportResponse
 from kaos_core.wire import Identity, parse_identity
 
-from kaos_memory.audit import actor_of
+from kaos_memory.audit import actor_of, transfer_ended
 from kaos_memory.clock import iso
 from kaos_memory.keys import AUTH_KEY, CONVERSATION_KEY, DEPS_KEY, LONGTERM_KEY, SETTINGS_KEY
 from kaos_memory.portable.exporter import Exported, export_lines
@@ -280,33 +279,8 @@ async def _ended(
     moved: Moved,
 ) -> None:
     """Record how the transfer ended (on its audit record, and as a log line)."""
-    try:
-        await request.app[CONVERSATION_KEY].update_transfer(audit_id, outcome, moved)
-    except StorageError:
-        # The record stays ``started``: the log line below still says how it ended.
-        log.error("recording the end of %s %d failed", transfer.action, audit_id, exc_info=True)
-    actor = transfer.actor
-    audit_log.info(
-        "memory %s %s",
-        transfer.action,
-        outcome,
-        extra={
-            "action": transfer.action,
-            "outcome": outcome,
-            "audit": audit_id,
-            "actor": actor.name,
-            "actor_kind": actor.kind,
-            "verified": actor.verified,
-            "scope": {
-                "level": transfer.level,
-                "principal": transfer.principal,
-                "agent": transfer.agent,
-                "source": transfer.source,
-            },
-            "records": dataclasses.asdict(moved),
-            "store": request.app[SETTINGS_KEY].backend.group,
-        },
-    )
+    store = request.app[SETTINGS_KEY].backend.group
+    await transfer_ended(request.app[CONVERSATION_KEY], store, audit_id, transfer, outcome, moved)
 
 
 def add_routes(app: web.Application) -> None:

@@ -71,9 +71,10 @@ class ModelSettings(SettingsGroup):
     embed_timeout: float = setting("seconds one embedding call may take", default=10.0, gt=0)
     answer_retries: int = setting(
         "further calls to the summarisation model when its answer is unusable (an extraction"
-        " answer Mem0 cannot read as its JSON; a digest that is empty, cut off at the model's"
-        " token limit or longer than `DIGEST_MAX_TOKENS`). Then an extraction is recorded as"
-        " `unusable` and its turns stay in the digest; a digest keeps the previous version"
+        " answer Mem0 cannot read as its JSON; a supersession answer that is not the JSON"
+        " asked for; a digest that is empty, cut off at the model's token limit or longer than"
+        " `DIGEST_MAX_TOKENS`). Then an extraction is recorded as `unusable` and its turns stay"
+        " in the digest; a supersession retires nothing; a digest keeps the previous version"
         " and its turns wait in the outbox, retried with back-off",
         default=2,
         ge=0,

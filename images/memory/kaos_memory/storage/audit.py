@@ -31,8 +31,10 @@ class Actor:
 
 UNKNOWN_ACTOR = Actor(kind="unknown")
 
-AuditAction = Literal["forget", "export", "import"]
-TransferAction = Literal["export", "import"]
+AuditAction = Literal["forget", "export", "import", "quarantine_release", "quarantine_erase"]
+# Recorded as a transfer: started, then ended with what it moved (a quarantine release or
+# erasure counts its facts; ``kaos_memory.quarantine``).
+TransferAction = Literal["export", "import", "quarantine_release", "quarantine_erase"]
 # ``started``: recorded, not yet ended (or its replica died on the way); ``incomplete``: an
 # export's stream broke off after it began; ``failed``: refused or failed before the end.
 TransferOutcome = Literal["started", "complete", "incomplete", "failed"]
@@ -40,8 +42,9 @@ TransferOutcome = Literal["started", "complete", "incomplete", "failed"]
 
 @dataclass(frozen=True)
 class Transfer:
-    """An export or import to record: who asked, over which scope (an import's is the
-    store: its file says whose records it holds), and an import's source format."""
+    """An export, import, or quarantine release or erasure to record: who asked, over which
+    scope (an import's is the store: its file says whose records it holds), and an import's
+    source format."""
 
     action: TransferAction
     actor: Actor

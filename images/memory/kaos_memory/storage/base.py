@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, Protocol
 
 from kaos_core.memory.contract import Fact
@@ -24,6 +25,10 @@ from kaos_memory.storage.portable import StoredDigest as StoredDigest
 from kaos_memory.storage.portable import StoredFact as StoredFact
 from kaos_memory.storage.portable import StoredSession as StoredSession
 from kaos_memory.storage.portable import StoredTurn as StoredTurn
+from kaos_memory.storage.quarantine import QuarantineStore
+from kaos_memory.storage.tombstones import Erased as Erased
+from kaos_memory.storage.tombstones import ErasureSelector as ErasureSelector
+from kaos_memory.storage.tombstones import Tombstone as Tombstone
 
 # ``erase``: who finishes a recorded erasure (keyed ``erasure:<id>``, see ``Tombstone``).
 LeaseKind = Literal["digest", "extract", "erase"]
@@ -111,6 +116,18 @@ class Fold:
 
 
 @dataclass(frozen=True)
+class View:
+    """Which versions of the long-term facts a read sees: the current ones, those true at
+    the world time ``as_of``, or every version (``history``)."""
+
+    as_of: datetime | None = None
+    history: bool = False
+
+
+CURRENT = View()
+
+
+@dataclass(frozen=True)
 class FoldTag:
     """Which fold, and which attempt at its extraction, stored a fact (in its metadata)."""
 
@@ -170,58 +187,6 @@ class FoldPolicy:
             total -= tokens
             count += 1
         return count
-
-
-@dataclass(frozen=True)
-class Erased:
-    turns: int = 0
-    digests: int = 0
-    tombstone: Tombstone | None = None
-    # The erasure's audit record (``storage.audit``), the forget's receipt.
-    audit_id: int | None = None
-    # Whether the principal's data key was deleted with the tombstone (crypto-shredding).
-    key_shredded: bool = False
-
-
-@dataclass(frozen=True)
-class Tombstone:
-    """A recorded erasure: the scope it erases (the fields of a ``Scope``), when, and the
-    sessions (conversation keys and session ids) it reached.
-
-    Written in the transaction that deletes the conversational rows, before anything else
-    is deleted. While it is pending (not final), no fold work runs on its sessions; it
-    becomes final once the long-term tier and Mem0's context are purged after the work
-    already in flight on those sessions ended.
-    """
-
-    id: int
-    group: str
-    level: str
-    session: str | None
-    principal: str | None
-    agent: str | None
-    erased_at: float
-    keys: tuple[str, ...] = ()
-    sessions: tuple[str, ...] = ()
-
-    @property
-    def lease_key(self) -> str:
-        """The key of the ``erase`` lease of whoever finishes this erasure."""
-        return f"erasure:{self.id}"
-
-
-@dataclass(frozen=True)
-class ErasureSelector:
-    """Which sessions an erasure reaches, found through the attribution index.
-
-    ``key`` set: that one session. Otherwise every session of ``group`` whose attribution
-    has ``principal`` and/or ``agent`` (both ``None``: the whole group).
-    """
-
-    group: str
-    key: str | None = None
-    principal: str | None = None
-    agent: str | None = None
 
 
 class ConversationStore(AuditLog, Protocol):
@@ -415,7 +380,7 @@ class ConversationStore(AuditLog, Protocol):
         ...
 
 
-class LongTermStore(Protocol):
+class LongTermStore(QuarantineStore, Protocol):
     def measure_with(self, metrics: GenAiMetrics) -> None:
         """Record the duration and token usage of the store's model calls in ``metrics``
         (the app's); called before ``start``."""
@@ -439,16 +404,22 @@ class LongTermStore(Protocol):
         ...
 
     async def search(
-        self, scope: Scope, query: str, top_k: int, sources: frozenset[str] | None = None
+        self,
+        scope: Scope,
+        query: str,
+        top_k: int,
+        sources: frozenset[str] | None = None,
+        view: View = CURRENT,
     ) -> list[Fact]:
-        """The scope's ``top_k`` facts nearest ``query``; only facts of ``sources`` (their
-        provenance's) when given."""
+        """The scope's ``top_k`` facts nearest ``query`` among those ``view`` sees; only
+        facts of ``sources`` (their provenance's) when given."""
         ...
 
     async def list_facts(
-        self, scope: Scope, limit: int, cursor: str | None
+        self, scope: Scope, limit: int, cursor: str | None, view: View = CURRENT
     ) -> tuple[list[Fact], str | None]:
-        """One page of the scope's facts in ``(created_at, id)`` order, and the next cursor."""
+        """One page of the scope's facts ``view`` sees, in ``(created_at, id)`` order, and
+        the next cursor."""
         ...
 
     async def erase(self, scope: Scope, keys: tuple[str, ...] = ()) -> int:

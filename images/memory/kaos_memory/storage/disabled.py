@@ -14,7 +14,8 @@ from kaos_core.memory.contract import Fact
 from kaos_core.telemetry.genai_metrics import GenAiMetrics
 
 from kaos_memory.scope import Attribution, Scope
-from kaos_memory.storage.base import FoldTag, StoredFact, TurnRow
+from kaos_memory.storage.base import CURRENT, FoldTag, StoredFact, TurnRow, View
+from kaos_memory.storage.quarantine import Quarantined, UnknownFacts
 
 
 class DisabledLongTermStore:
@@ -41,12 +42,17 @@ class DisabledLongTermStore:
         return 0
 
     async def search(
-        self, scope: Scope, query: str, top_k: int, sources: frozenset[str] | None = None
+        self,
+        scope: Scope,
+        query: str,
+        top_k: int,
+        sources: frozenset[str] | None = None,
+        view: View = CURRENT,
     ) -> list[Fact]:
         return []
 
     async def list_facts(
-        self, scope: Scope, limit: int, cursor: str | None
+        self, scope: Scope, limit: int, cursor: str | None, view: View = CURRENT
     ) -> tuple[list[Fact], str | None]:
         return [], None
 
@@ -75,6 +81,17 @@ class DisabledLongTermStore:
         self, scope: Scope, limit: int, cursor: str | None
     ) -> tuple[list[StoredFact], str | None]:
         return [], None
+
+    async def list_quarantined(
+        self, scope: Scope, limit: int, cursor: str | None
+    ) -> tuple[list[Quarantined], str | None]:
+        return [], None
+
+    async def release(self, scope: Scope, ids: list[str]) -> int:
+        raise UnknownFacts(len(set(ids)))
+
+    async def erase_quarantined(self, scope: Scope, ids: list[str]) -> int:
+        raise UnknownFacts(len(set(ids)))
 
     async def import_facts(self, facts: list[StoredFact]) -> int:
         # The importer refuses facts for a store without the tier before anything is

@@ -43,8 +43,9 @@ _TRACER = tracer(__name__)
 
 Verdict = Literal["facts", "no_facts", "unusable"]
 # Why an answer was unusable: nothing in it, no JSON in it, JSON that is not Mem0's
-# ``{"memory": [...]}``, or cut off at the model's token limit.
-Reason = Literal["empty", "not_json", "not_memory_json", "cut_off"]
+# ``{"memory": [...]}`` (or, for a supersession, not the ``{"retire": [...]}`` asked for:
+# ``not_retire_json``), or cut off at the model's token limit.
+Reason = Literal["empty", "not_json", "not_memory_json", "not_retire_json", "cut_off"]
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,26 @@ class ExtractionAnswers:
     """The verdicts of the model's answers during one extraction, in order."""
 
     answers: list[Judged] = field(default_factory=list)
+    # The supersession calls' answers (``temporal``), and the facts they retired.
+    supersessions: list[Judged] = field(default_factory=list)
+    retired: int = 0
 
     @property
     def unusable(self) -> list[Reason]:
         return [a.reason for a in self.answers if a.reason is not None]
+
+    @property
+    def unusable_supersessions(self) -> list[Reason]:
+        return [a.reason for a in self.supersessions if a.reason is not None]
+
+
+def note_supersession(verdict: Judged, retired: int = 0) -> None:
+    """Add a supersession answer's verdict (and the facts it retired) to the extraction in
+    progress, if one is observed."""
+    answers = _CURRENT.get()
+    if answers is not None:
+        answers.supersessions.append(verdict)
+        answers.retired += retired
 
 
 _CURRENT: ContextVar[ExtractionAnswers | None] = ContextVar("kaos_extraction", default=None)
@@ -169,6 +186,14 @@ class CheckedLlm:
         # Mem0 wraps this in its LLMError and stores nothing; the store's error edge
         # turns it back into ``UnusableAnswer`` for the caller.
         raise UnusableAnswer("the extraction model gave no usable answer")
+
+    def decide(self, messages: list[dict[str, Any]]) -> str | None:
+        """One structured call that is not an extraction (``temporal``'s supersession):
+        the answer's text, which the caller checks; None when the model gave no text."""
+        text, _ = self._call(messages, {"type": "json_object"}, {}, judged=False)
+        if not isinstance(text, str):
+            return None
+        return str(_mem0_utils().remove_code_blocks(text))
 
     def _call(
         self,

@@ -20,7 +20,10 @@ What this store adds to Mem0, on either backend (``backend.VectorBackend``):
   the same id stay). The caller runs the erasure after the extractions in flight on those
   sessions ended, so no extraction saves erased turns after the purge.
 - Recall ranking: the backend's nearest facts re-ranked with a lexical signal
-  (``ranking``), above the recall threshold.
+  (``recall``), above the recall threshold.
+- Facts over time and quarantine: reads see current facts (or those of the view asked
+  for) and never quarantined ones; after a write, facts a newer one replaces are retired
+  (``temporal``); text that reads as an instruction is held (``quarantine``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import asyncio
 import contextvars
 import functools
 import logging
-import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,20 +44,20 @@ from kaos_memory.crypto.kek import KeyUnreadable
 from kaos_memory.crypto.keyring import Keyring, owner_of
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.settings import ModelSettings, StorageSettings, TierSettings
-from kaos_memory.storage.base import FoldTag, StoredFact, TurnRow
+from kaos_memory.storage.base import CURRENT, FoldTag, StoredFact, TurnRow, View
 from kaos_memory.storage.embedder import QueryEmbedder
 from kaos_memory.storage.errors import StorageError, StorageUnavailable
-from kaos_memory.storage.mem0 import expiry, portable, provenance, sealed
+from kaos_memory.storage.mem0 import expiry, portable, provenance, quarantine, sealed, temporal
 from kaos_memory.storage.mem0.backend import VectorBackend, vector_backend
-from kaos_memory.storage.mem0.config import mem0_config
+from kaos_memory.storage.mem0.config import build_memory
 from kaos_memory.storage.mem0.cursor import decode_cursor, encode_cursor
 from kaos_memory.storage.mem0.errors import wrap_longterm_error
 from kaos_memory.storage.mem0.history import message_filter, purge_mem0_history
-from kaos_memory.storage.mem0.llm import CheckedLlm
+from kaos_memory.storage.mem0.recall import Recalled, ranked
 from kaos_memory.storage.mem0.terms import (
     ATTEMPT_KEY,
     FOLD_KEY,
-    Hit,
+    Payload,
     Row,
     fold_filter,
     in_scope,
@@ -66,7 +68,8 @@ from kaos_memory.storage.mem0.terms import (
     stored_ids,
     to_fact,
 )
-from kaos_memory.storage.ranking import fuse, pool_size
+from kaos_memory.storage.quarantine import Quarantined
+from kaos_memory.storage.ranking import pool_size
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +78,6 @@ T = TypeVar("T")
 # A fold's facts are read in one listing of at most this many rows (``erase_fold``).
 LIST_SCAN_LIMIT = 1_000_000
 ERASE_BATCH = 1000
-# The provenance sources a search keeps (None: every fact).
-Sources = frozenset[str] | None
 _EXTRACTED_ROLES = ("user", "assistant")
 
 
@@ -152,34 +153,9 @@ class Mem0LongTermStore:
 
     def _build(self) -> Any:
         """Mem0's ``Memory`` over the backend (blocking)."""
-        mem0_dir = self._storage.mem0_dir
-        os.environ["MEM0_TELEMETRY"] = "False"
-        os.environ["MEM0_DIR"] = str(mem0_dir)
-        mem0_dir.mkdir(parents=True, exist_ok=True)
-        # Not at the top: Mem0 reads both variables when first imported.
-        from mem0 import Memory
-
-        memory = Memory.from_config(mem0_config(self.backend, self._models))
-        self.backend.build(memory)
-        if self._keyring is not None:
-            sealed.install(memory, self._keyring)
-        # Bounded model calls: Mem0 builds its OpenAI clients with the library defaults
-        # (10 min timeout, 2 retries); the service's executor owns retries instead.
-        memory.llm.client = memory.llm.client.with_options(
-            timeout=self._models.timeout, max_retries=0
+        return build_memory(
+            self._storage.mem0_dir, self.backend, self._models, self._keyring, self._genai
         )
-        memory.embedding_model.client = memory.embedding_model.client.with_options(
-            timeout=self._models.embed_timeout, max_retries=0
-        )
-        # Mem0 turns an extraction answer it cannot parse into "no facts"; KAOS judges
-        # each answer first (``llm``).
-        memory.llm = CheckedLlm(
-            memory.llm,
-            model=self._models.summarization_model,
-            retries=self._models.answer_retries,
-            metrics=self._genai,
-        )
-        return memory
 
     async def close(self) -> None:
         await self._embedder.close()
@@ -229,7 +205,16 @@ class Mem0LongTermStore:
             return stored_ids(self.memory.add(messages, **ids, metadata=fact, infer=infer))
 
         def add() -> list[str]:
-            return provenance.add_all(one, extracted, infer, meta, self._models.summarization_model)
+            stored = provenance.add_all(
+                one, extracted, infer, meta, self._models.summarization_model
+            )
+            # A write that asked not to infer is kept as given, with no model call: only
+            # extracted facts and the facts an agent saved can retire older ones.
+            if stored and infer:
+                temporal.supersede_for(
+                    self.memory, attribution, stored, self._models.answer_retries + 1
+                )
+            return stored
 
         return await self._run(self.backend.write, mem0_principal(attribution), add)
 
@@ -300,7 +285,14 @@ class Mem0LongTermStore:
 
     # --- reads ----------------------------------------------------------------------------
 
-    async def search(self, scope: Scope, query: str, k: int, sources: Sources = None) -> list[Fact]:
+    async def search(
+        self,
+        scope: Scope,
+        query: str,
+        k: int,
+        sources: frozenset[str] | None = None,
+        view: View = CURRENT,
+    ) -> list[Fact]:
         if not query.strip():
             return []
         # Mem0's own ``Memory.search`` adds nothing for KAOS's stores (no keyword search on
@@ -319,7 +311,7 @@ class Mem0LongTermStore:
         if ring is not None:
             batch = await ring.prepare(sealed.payload_texts(p for _, _, p in hits))
             hits = [(i, s, sealed.open_payload(ring, batch, i, p)) for i, s, p in hits]
-        return self._ranked(scope, query, hits, k, sources)
+        return ranked(scope, query, hits, Recalled(k, self._threshold, sources, view))
 
     async def _open_rows(self, rows: Sequence[Row]) -> Sequence[Row]:
         """Rows with their text opened; a fact whose key is gone has no payload (it reads
@@ -330,50 +322,34 @@ class Mem0LongTermStore:
         batch = await ring.prepare(sealed.payload_texts(p for _, p in rows))
         return [(i, sealed.open_payload(ring, batch, i, p)) for i, p in rows]
 
-    def _ranked(
-        self, scope: Scope, query: str, hits: list[Hit], top_k: int, sources: Sources = None
-    ) -> list[Fact]:
-        pool = [
-            (fact_id, score, payload)
-            for fact_id, score, payload in hits
-            if payload is not None
-            and payload.get("data")
-            and score >= self._threshold
-            and in_scope(scope, payload)
-            and (sources is None or provenance.source_of(payload) in sources)
-        ]
-        ranked = fuse(query, [str(p["data"]) for _, _, p in pool], [s for _, s, _ in pool])
-        return [to_fact(pool[i][0], pool[i][2], fused) for i, fused in ranked[:top_k]]
+    async def _window(
+        self, scope: Scope, limit: int, cursor: str | None
+    ) -> tuple[list[tuple[str, Payload]], str | None]:
+        """One page of the scope's rows in the backend's listing order, opened, and the
+        next cursor; one row more than the page says whether another follows. The cursor
+        is the last row read, not the last kept: a page of facts a caller hides still
+        moves the listing on (``created_at`` is stored in the clear, sealed or not)."""
+        after = None if cursor is None else decode_cursor(cursor)
+        rows = await self._run(self.backend.page, mem0_filter(scope), limit + 1, after)
+        window = list(rows[:limit])
+        next_cursor = None
+        if len(rows) > limit and window:
+            last_id, last = window[-1]
+            next_cursor = encode_cursor(str((last or {}).get("created_at") or ""), last_id)
+        opened = await self._open_rows(window)
+        return [(i, p) for i, p in opened if p and in_scope(scope, p)], next_cursor
 
     async def list_facts(
-        self, scope: Scope, limit: int, cursor: str | None
+        self, scope: Scope, limit: int, cursor: str | None, view: View = CURRENT
     ) -> tuple[list[Fact], str | None]:
-        """One page in the backend's listing order; one row more than the page says
-        whether another follows."""
-        after = None if cursor is None else decode_cursor(cursor)
-        rows = await self._open_rows(
-            await self._run(self.backend.page, mem0_filter(scope), limit + 1, after)
-        )
-        page = [(i, p) for i, p in rows if p and in_scope(scope, p)][:limit]
-        next_cursor = None
-        if len(rows) > limit and page:
-            last_id, last = page[-1]
-            next_cursor = encode_cursor(str(last.get("created_at") or ""), last_id)
-        return [to_fact(fact_id, payload) for fact_id, payload in page], next_cursor
+        rows, next_cursor = await self._window(scope, limit, cursor)
+        return [to_fact(i, p) for i, p in rows if temporal.visible(p, view)], next_cursor
 
     async def export_facts(
         self, scope: Scope, limit: int, cursor: str | None
     ) -> tuple[list[StoredFact], str | None]:
-        after = None if cursor is None else decode_cursor(cursor)
-        rows = await self._open_rows(
-            await self._run(self.backend.page, mem0_filter(scope), limit + 1, after)
-        )
-        page = [(i, p) for i, p in rows if p and in_scope(scope, p)][:limit]
-        next_cursor = None
-        if len(rows) > limit and page:
-            last_id, last = page[-1]
-            next_cursor = encode_cursor(str(last.get("created_at") or ""), last_id)
-        return [portable.stored_fact(i, p) for i, p in page], next_cursor
+        rows, next_cursor = await self._window(scope, limit, cursor)
+        return [portable.stored_fact(i, p) for i, p in rows], next_cursor
 
     async def import_facts(self, facts: list[StoredFact]) -> int:
         if self._keyring is not None:
@@ -381,6 +357,27 @@ class Mem0LongTermStore:
             for owner in {owner_of(f.principal, f.agent) for f in facts}:
                 await self._keyring.key_for(owner)
         return await self._run(portable.import_facts, self.memory, self.backend.write, facts)
+
+    # --- quarantine ---
+
+    async def list_quarantined(
+        self, scope: Scope, limit: int, cursor: str | None
+    ) -> tuple[list[Quarantined], str | None]:
+        after = None if cursor is None else decode_cursor(cursor)
+        rows, last = await self._run(
+            quarantine.quarantined_page, self.backend, mem0_filter(scope), scope, limit, after
+        )
+        page = [(i, p) for i, p in await self._open_rows(rows) if p]
+        found = [Quarantined(to_fact(i, p), quarantine.reason_of(p)) for i, p in page]
+        return found, None if last is None else encode_cursor(*last)
+
+    async def release(self, scope: Scope, ids: list[str]) -> int:
+        rows = await self._run(quarantine.held_rows, self.memory, scope, ids)
+        return await self._run(quarantine.release, self.memory, self.backend.write, rows)
+
+    async def erase_quarantined(self, scope: Scope, ids: list[str]) -> int:
+        rows = await self._run(quarantine.held_rows, self.memory, scope, ids)
+        return await self._run(self._delete, rows)
 
     def held_principals(self) -> tuple[int, int]:
         return self.backend.stats()

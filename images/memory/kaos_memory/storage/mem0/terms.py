@@ -31,6 +31,10 @@ RUN_ID_KEY = "run_id"
 ID_KEYS = (USER_KEY, AGENT_KEY, RUN_ID_KEY)
 TENANT_KEYS = ID_KEYS
 GROUP_KEY = "kaos_group"
+# A fact's end of validity, retirement and replacement (``temporal``): plain payload keys.
+VALID_TO_KEY = "kaos_valid_to"
+RETIRED_AT_KEY = "kaos_retired_at"
+SUPERSEDED_BY_KEY = "kaos_superseded_by"
 RUN_KEY = "kaos_run"
 # Metadata keys naming the fold and the attempt that stored a fact. Strings, because the
 # two vector stores compare filter values with different typing rules.
@@ -142,6 +146,8 @@ def to_fact(fact_id: str, payload: Payload, score: float | None = None) -> Fact:
         value = payload.get(key)
         return None if value is None else from_entity_id(str(value))
 
+    found = provenance_of(payload)
+    created = str(payload.get("created_at") or "")
     return Fact(
         id=fact_id,
         text=str(payload.get("data") or ""),
@@ -150,5 +156,13 @@ def to_fact(fact_id: str, payload: Payload, score: float | None = None) -> Fact:
         user_id=decoded(USER_KEY),
         session_id=decoded(RUN_ID_KEY),
         created_at=str(payload.get("created_at") or ""),
-        provenance=provenance_of(payload),
+        provenance=found,
+        valid_from=found.observed_at if found is not None and found.observed_at else created,
+        valid_to=_text(payload.get(VALID_TO_KEY)),
+        retired_at=_text(payload.get(RETIRED_AT_KEY)),
+        superseded_by=_text(payload.get(SUPERSEDED_BY_KEY)),
     )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
