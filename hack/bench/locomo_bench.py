@@ -178,7 +178,7 @@ class Run:
 
 def print_table(runs: list[Run], convs: list[Conversation]) -> None:
     counts = {c: sum(q.category == c for v in convs for q in v.questions) for c in CATEGORIES}
-    head = f"{'system':<12}{'mode':<9}"
+    head = f"{'system':<16}{'mode':<9}"
     for c in CATEGORIES:
         head += f"{f'{CATEGORY_NAMES[c]} @5/@10':>20}"
     head += f"{'all @5/@10':>14}{'p50 ms':>9}{'p95 ms':>9}{'ingest s':>10}"
@@ -191,7 +191,7 @@ def print_table(runs: list[Run], convs: list[Conversation]) -> None:
     print(head)
     print("-" * len(head))
     for run in runs:
-        line = f"{run.system:<12}{run.mode:<9}"
+        line = f"{run.system:<16}{run.mode:<9}"
         columns: list[int | None] = [*CATEGORIES, None]
         for c in columns:
             cell = f"{run.recall_at(5, c):.3f}/{run.recall_at(10, c):.3f}"
