@@ -155,3 +155,32 @@ async def test_an_unusable_answer_retires_nothing(
     assert await sample(mem, unusable) == 3.0
     assert await sample(mem, "kaos_memory_retired_facts_total") == 0.0
     assert [f["extraction_status"] for f in mem.db.folds()] == ["done", "done"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_erasing_the_change_reinstates_the_earlier_fact(
+    backend: str, memory_factory: MakeMemory, tmp_path: Path
+) -> None:
+    """The user erases the session where they said they moved: the move is forgotten, so
+    the earlier home holds again (current, no end of validity), as if never replaced."""
+    if backend == "sealed":
+        kek = str(make_kek(tmp_path / "kek"))
+        mem = memory_factory("local", encryption_kek_dir=kek, **IDLE)
+    else:
+        mem = memory_factory(backend, **IDLE)
+
+    def ident(session: str) -> dict[str, str]:
+        return headers(agent=AGENT_A, principal="carol", session=session)
+
+    later = ident(uid("later"))
+    await said(mem, ident(uid("early")), LISBON, 1)
+    await said(mem, later, PORTO, 2)
+    assert set(await recall(mem, ident(uid("ask")))) == {PORTO}
+
+    status, doc, _ = await call(mem.url, "/v1/forget", {"level": "session"}, hdrs=later)
+    assert status == 200, doc
+    assert doc["forgotten"]["long_term"] == 1, doc
+    now = await recall(mem, ident(uid("ask")), history=True)
+    assert set(now) == {LISBON}, sorted(now)
+    assert (now[LISBON]["valid_to"], now[LISBON]["retired_at"]) == (None, None)
+    assert now[LISBON]["superseded_by"] is None

@@ -254,16 +254,19 @@ class Mem0LongTermStore:
             if marker in seen:
                 raise StorageError("long-term erasure made no progress")
             seen.add(marker)
-            await self._run(self.backend.delete, facts)
+            await self._run(self._delete_rows, facts)
             deleted += batch
         await self._run(self._purge_history, deleted, scope, keys)
         return len(deleted)
 
     def _delete(self, facts: Sequence[Row]) -> int:
         """Delete facts, then their text from Mem0's history (blocking)."""
-        count = self.backend.delete(facts)
+        count = self._delete_rows(facts)
         self._purge_history([fact_id for fact_id, _ in facts], None)
         return count
+
+    def _delete_rows(self, facts: Sequence[Row]) -> int:
+        return temporal.delete(self.memory.vector_store, self.backend, facts)
 
     def _purge_history(
         self, ids: list[str], scope: Scope | None, keys: tuple[str, ...] = ()

@@ -36,16 +36,19 @@ from typing import Any
 from kaos_memory.scope import Attribution, Scope
 from kaos_memory.storage.base import CURRENT as CURRENT
 from kaos_memory.storage.base import View
+from kaos_memory.storage.mem0.backend import VectorBackend
 from kaos_memory.storage.mem0.llm import Judged, note_supersession
 from kaos_memory.storage.mem0.provenance import provenance_of
 from kaos_memory.storage.mem0.quarantine import held
 from kaos_memory.storage.mem0.terms import (
     RETIRED_AT_KEY,
     SUPERSEDED_BY_KEY,
+    SUPERSEDES_KEY,
     VALID_TO_KEY,
     WILDCARD,
     Filters,
     Payload,
+    Row,
     mem0_filter,
 )
 
@@ -55,6 +58,8 @@ log = logging.getLogger(__name__)
 # How many of the owner's nearest current facts each new fact is shown beside: what a
 # fact can replace is about the same thing, so it is among its nearest.
 NEAREST = 5
+# The most new facts shown in one call.
+MAX_NEW = 16
 # The model's prompt: recognised by the development model by its first line.
 SYSTEM_PROMPT = """You retire KAOS facts that newer facts replace.
 Each new fact below is listed with the user's existing facts nearest to it. An existing
@@ -232,9 +237,17 @@ def supersede(
             and not held(h.payload)
         ]
         nearest.append(found[:NEAREST])
-    batch = Batch(new, nearest)
-    if not any(nearest):
-        return 0
+    retired_count = 0
+    # One call per batch; a very large batch in slices, so the prompt stays well inside a
+    # small model's context.
+    for first in range(0, len(new), MAX_NEW):
+        batch = Batch(new[first : first + MAX_NEW], nearest[first : first + MAX_NEW])
+        if any(batch.nearest):
+            retired_count += _decide_and_retire(store, batch, decide, attempts)
+    return retired_count
+
+
+def _decide_and_retire(store: Any, batch: Batch, decide: Decide, attempts: int) -> int:
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": batch.prompt()},
@@ -251,14 +264,66 @@ def supersede(
         return 0
     now = datetime.now(UTC).isoformat()
     done: set[str] = set()
+    replacing: dict[str, tuple[Candidate, list[str]]] = {}
     for pair in pairs:
         old, by = in_world_order(*pair)
         if old.fact_id in done:
             continue
         done.add(old.fact_id)
         store.update(vector_id=old.fact_id, payload=retired(old.payload, by, now))
+        replacing.setdefault(by.fact_id, (by, []))[1].append(old.fact_id)
+    for by, ids in replacing.values():
+        if by.fact_id not in done:
+            earlier = str(by.payload.get(SUPERSEDES_KEY) or "")
+            joined = ",".join([*filter(None, earlier.split(",")), *ids])
+            store.update(vector_id=by.fact_id, payload={**by.payload, SUPERSEDES_KEY: joined})
     note_supersession(judged("", pairs), len(done))
     return len(done)
+
+
+def delete(store: Any, backend: VectorBackend, rows: Sequence[Row]) -> int:
+    """Delete facts through ``backend`` and make current again what they had retired
+    (blocking); how many were deleted."""
+    replaced = replaced_by(store, rows)
+    count = backend.delete(rows)
+    if replaced:
+        deleted = {fact_id for fact_id, _ in rows}
+        backend.write(None, lambda: reinstate(store, replaced, deleted))
+    return count
+
+
+def replaced_by(store: Any, rows: Sequence[Row]) -> dict[str, str]:
+    """The facts that ``rows`` (about to be deleted) retired, by id, each with the id of the
+    row that retired it: read before the deletion (a row without its payload is read)."""
+    found: dict[str, str] = {}
+    for fact_id, payload in rows:
+        if payload is None:
+            payload = _payload(store, fact_id)
+        ids = (payload or {}).get(SUPERSEDES_KEY)
+        if isinstance(ids, str) and ids:
+            for old in ids.split(","):
+                found[old] = fact_id
+    return found
+
+
+def reinstate(store: Any, replaced: dict[str, str], deleted: set[str]) -> list[str]:
+    """Make current again the facts whose replacement was erased (the statement of the
+    change is gone, so the earlier value holds again); blocking, inside the backend's write
+    bracket. A fact retired since by another fact, or erased itself, stays as it is."""
+    back: list[str] = []
+    for old, by in replaced.items():
+        if old in deleted:
+            continue
+        payload = _payload(store, old)
+        if payload is None or payload.get(SUPERSEDED_BY_KEY) != by:
+            continue
+        # Emptied rather than removed: a vector store may merge an update's keys.
+        cleared = {**payload, VALID_TO_KEY: "", RETIRED_AT_KEY: "", SUPERSEDED_BY_KEY: ""}
+        store.update(vector_id=old, payload=cleared)
+        back.append(old)
+    if back:
+        log.info("facts reinstated after their replacement was erased", extra={"facts": len(back)})
+    return []
 
 
 def in_world_order(old: Candidate, by: Candidate) -> tuple[Candidate, Candidate]:

@@ -35,6 +35,8 @@ GROUP_KEY = "kaos_group"
 VALID_TO_KEY = "kaos_valid_to"
 RETIRED_AT_KEY = "kaos_retired_at"
 SUPERSEDED_BY_KEY = "kaos_superseded_by"
+# On the replacing fact: the ids it retired, comma-separated (so erasing it reinstates them).
+SUPERSEDES_KEY = "kaos_supersedes"
 RUN_KEY = "kaos_run"
 # Metadata keys naming the fold and the attempt that stored a fact. Strings, because the
 # two vector stores compare filter values with different typing rules.
