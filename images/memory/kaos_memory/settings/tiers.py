@@ -3,6 +3,7 @@ from the long-term tier."""
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, ClassVar
 
 from kaos_core.settings import SettingsGroup, setting
@@ -88,8 +89,9 @@ class TierSettings(SettingsGroup):
         default=",".join(DEFAULT_INJECT_SOURCES),
     )
 
-    @property
+    @cached_property
     def injected(self) -> frozenset[str]:
+        # Read on every context recall: split once.
         return frozenset(s.strip() for s in self.inject_sources.split(",") if s.strip())
 
     def problems(self, prefix: str) -> list[str]:

@@ -52,6 +52,8 @@ Reason = Literal["empty", "not_json", "not_memory_json", "not_retire_json", "cut
 class Judged:
     verdict: Verdict
     reason: Reason | None = None
+    # A usable extraction answer as parsed (attributed from it, not parsed again).
+    doc: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -114,7 +116,7 @@ def judge(answer: object, finish_reason: str | None) -> Judged:
         isinstance(m, dict) and isinstance(m.get("text", ""), str) for m in memory
     ):
         return Judged("unusable", "not_memory_json")
-    return Judged("facts" if any(m.get("text") for m in memory) else "no_facts")
+    return Judged("facts" if any(m.get("text") for m in memory) else "no_facts", doc=doc)
 
 
 def _mem0_utils() -> ModuleType:
@@ -133,12 +135,10 @@ def _parse(text: str) -> Any:
         return json.loads(_mem0_utils().extract_json(text), strict=False)
 
 
-def attributed(answer: str) -> str:
-    """A usable answer with each fact attributed by KAOS (``provenance``), not the model."""
-    try:
-        rewritten = verified_answer(_parse(_mem0_utils().remove_code_blocks(answer)))
-    except (ValueError, RecursionError):
-        return answer
+def attributed(answer: str, verdict: Judged) -> str:
+    """A usable answer with each fact attributed by KAOS (``provenance``), not the model,
+    from the document ``judge`` parsed it into."""
+    rewritten = verified_answer(verdict.doc)
     return answer if rewritten is None else rewritten
 
 
@@ -182,7 +182,7 @@ class CheckedLlm:
             if answers is not None:
                 answers.answers.append(verdict)
             if verdict.verdict != "unusable":
-                return attributed(text)
+                return attributed(text, verdict)
         # Mem0 wraps this in its LLMError and stores nothing; the store's error edge
         # turns it back into ``UnusableAnswer`` for the caller.
         raise UnusableAnswer("the extraction model gave no usable answer")

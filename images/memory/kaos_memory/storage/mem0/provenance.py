@@ -183,6 +183,15 @@ def provenance_of(payload: dict[str, Any]) -> Provenance | None:
     )
 
 
+def valid_from(payload: dict[str, Any]) -> str:
+    """When the fact became true (world time): its source turns' time, else when it was
+    recorded. Read from the payload's keys, not by building its provenance: every hit of
+    an ``as_of`` search is judged by it."""
+    found = _recorded(payload)
+    at = None if found is None else payload.get(AT_KEY + found[1])
+    return at if isinstance(at, str) and at else str(payload.get("created_at") or "")
+
+
 def source_of(payload: dict[str, Any]) -> FactSource:
     """The source an injection policy judges a fact by (read from the payload's keys, not
     by building its provenance: every hit of a search's pool is judged). A fact stored

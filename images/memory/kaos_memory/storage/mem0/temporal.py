@@ -1,14 +1,16 @@
 """Bi-temporal facts: when a fact was true (world time) and when the store held it as
 current (system time), and the step that retires a fact a newer one replaces.
 
-Four flat payload keys (Chroma takes scalars only), all ISO 8601 times or ids:
+When a fact became true (``valid_from``) is not stored: it is the time of the turns it
+was taken from (its provenance's ``observed_at``), else when it was recorded
+(``provenance.valid_from``). The rest are flat payload keys (Chroma takes scalars only),
+ISO 8601 times or ids, empty or absent while the fact is current:
 
-- ``kaos_valid_from``: when the fact became true. Not stored: it is the time of the turns
-  the fact was taken from (its provenance's ``observed_at``), else when it was recorded.
 - ``kaos_valid_to``: when it stopped being true, the ``valid_from`` of the fact that
-  replaced it; absent while it is current.
+  replaced it.
 - ``created_at`` (Mem0's own) is when the store recorded it; ``kaos_retired_at`` when the
-  store retired it; ``kaos_superseded_by`` the id of the fact that replaced it.
+  store retired it; ``kaos_superseded_by`` the id of the fact that replaced it, and on that
+  fact ``kaos_supersedes`` the ids it retired (erasing it reinstates them).
 
 Mem0 2.2.1 only ever adds facts, so "I live in Lisbon" and, weeks later, "we moved to
 Porto" would both come back. After an extraction stores its facts, ``supersede`` shows the
@@ -34,11 +36,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaos_memory.scope import Attribution, Scope
-from kaos_memory.storage.base import CURRENT as CURRENT
 from kaos_memory.storage.base import View
 from kaos_memory.storage.mem0.backend import VectorBackend
 from kaos_memory.storage.mem0.llm import Judged, note_supersession
-from kaos_memory.storage.mem0.provenance import provenance_of
+from kaos_memory.storage.mem0.provenance import valid_from
 from kaos_memory.storage.mem0.quarantine import held
 from kaos_memory.storage.mem0.terms import (
     RETIRED_AT_KEY,
@@ -79,14 +80,6 @@ def _time(value: object) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def valid_from(payload: Payload) -> str:
-    """When the fact became true: its source turns' time, else when it was recorded."""
-    found = provenance_of(payload)
-    if found is not None and found.observed_at:
-        return found.observed_at
-    return str(payload.get("created_at") or "")
 
 
 def is_current(payload: Payload) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 from kaos_core.memory.contract import Fact
 
 from kaos_memory.scope import Attribution, Scope
-from kaos_memory.storage.mem0.provenance import provenance_of
+from kaos_memory.storage.mem0.provenance import provenance_of, valid_from
 
 WILDCARD = "*"
 USER_KEY = "user_id"
@@ -148,8 +148,6 @@ def to_fact(fact_id: str, payload: Payload, score: float | None = None) -> Fact:
         value = payload.get(key)
         return None if value is None else from_entity_id(str(value))
 
-    found = provenance_of(payload)
-    created = str(payload.get("created_at") or "")
     return Fact(
         id=fact_id,
         text=str(payload.get("data") or ""),
@@ -158,8 +156,8 @@ def to_fact(fact_id: str, payload: Payload, score: float | None = None) -> Fact:
         user_id=decoded(USER_KEY),
         session_id=decoded(RUN_ID_KEY),
         created_at=str(payload.get("created_at") or ""),
-        provenance=found,
-        valid_from=found.observed_at if found is not None and found.observed_at else created,
+        provenance=provenance_of(payload),
+        valid_from=valid_from(payload),
         valid_to=_text(payload.get(VALID_TO_KEY)),
         retired_at=_text(payload.get(RETIRED_AT_KEY)),
         superseded_by=_text(payload.get(SUPERSEDED_BY_KEY)),
