@@ -3,8 +3,10 @@
 Before a run it recalls at the agent's maximum read scope (narrowed when that scope's
 owner is missing from the context, so a read never fails for want of a principal): the
 session's window and digest become message history, long-term facts a block of the
-instructions. After the run it writes the run's turns in one batched request. Recall is
-always soft; write failures surface only under ``failureMode: strict``. Identity headers
+instructions. After the run it writes the run's turns in one batched request: before the
+answer under ``failureMode: strict`` (a failed write fails the turn), after it otherwise
+(``kaos_agent.memory.pending``: the conversation's next recall waits for it). Recall is
+always soft. Identity headers
 come from the pod's ``AGENT_IDENTITY`` (fixed in the client) and the run's context.
 """
 
@@ -33,6 +35,7 @@ from kaos_core.memory.contract import (
 
 from kaos_agent.context import RunDeps
 from kaos_agent.memory.base import MemoryWriteFailed, Recalled
+from kaos_agent.memory.pending import PendingWrites
 from kaos_agent.memory.turns import messages_from_turns
 from kaos_agent.metrics import AgentMetrics
 
@@ -104,6 +107,7 @@ class RemoteMemory:
         self.top_k = top_k
         self.require_principal = require_principal
         self.metrics = metrics
+        self.pending = PendingWrites()
 
     def level_for(self, deps: RunDeps) -> Level:
         return resolvable_level(
@@ -127,6 +131,8 @@ class RemoteMemory:
 
     async def recall(self, deps: RunDeps, query: str) -> Recalled:
         level = self.level_for(deps)
+        # The conversation's own last turn first: its write may still be on its way.
+        await self.pending.settled((deps.principal, deps.session_id))
         try:
             try:
                 response = await self._recall(level, deps, query)
@@ -157,6 +163,15 @@ class RemoteMemory:
     ) -> None:
         if not turns:
             return
+        if self.failure_mode == "soft" and origin == "conversation":
+            turns = list(turns)
+            await self.pending.submit(
+                (deps.principal, deps.session_id), lambda: self._write(deps, turns, origin)
+            )
+            return
+        await self._write(deps, turns, origin)
+
+    async def _write(self, deps: RunDeps, turns: Sequence[Turn], origin: WriteOrigin) -> None:
         if self.require_principal and deps.principal is None:
             # Defence in depth: the service refuses this write too (403).
             self._write_failed("write needs a principal under this cluster's posture")
@@ -187,4 +202,7 @@ class RemoteMemory:
             raise MemoryWriteFailed(reason)
 
     async def close(self) -> None:
-        await self.client.close()
+        try:
+            await self.pending.drain(self.client.timeout.total or 10.0)
+        finally:
+            await self.client.close()
