@@ -200,6 +200,7 @@ class MemoryServiceClient:
         request_id: str | None = None,
         user_token: str | None = None,
         origin: WriteOrigin = "conversation",
+        said_at: str | None = None,
     ) -> WriteResponse:
         mode = failure_mode or self.failure_mode
         body = WriteRequest(
@@ -207,6 +208,7 @@ class MemoryServiceClient:
             infer=infer,
             failure_mode=mode,
             origin=origin,
+            said_at=said_at,
         )
         try:
             return await self._post(

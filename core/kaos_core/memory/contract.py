@@ -8,6 +8,7 @@ coercion) and forbid unknown fields; identity never travels in a body (see
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
@@ -70,6 +71,23 @@ class _Response(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+def _aware_time(field: str) -> Callable[[str | None], str | None]:
+    """A validator of an ISO 8601 time with its UTC offset, named ``field`` in its errors."""
+
+    def check(value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{field} must be an ISO 8601 time") from None
+        if parsed.tzinfo is None:
+            raise ValueError(f"{field} must give its UTC offset (Z or +hh:mm)")
+        return value
+
+    return check
+
+
 class Turn(_Request):
     role: Role
     content: str = Field(max_length=256 * 1024)
@@ -80,22 +98,20 @@ class WriteRequest(_Request):
     infer: bool = True
     failure_mode: FailureMode | None = None
     origin: WriteOrigin = "conversation"
+    # When the turns were said (an ISO 8601 time with its offset): a write that arrives
+    # after an erasure of its conversation, recorded later than this, is dropped, so a
+    # write that was late (sent after the answer, or retried) cannot outlive the forget.
+    said_at: str | None = Field(default=None, max_length=64)
+
+    _check_said_at = field_validator("said_at")(_aware_time("said_at"))
 
 
 class WriteResponse(_Response):
     accepted: int
     scheduled: bool
     degraded: bool = False
-
-
-def _world_time(value: str) -> str:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError("as_of must be an ISO 8601 time") from None
-    if parsed.tzinfo is None:
-        raise ValueError("as_of must give its UTC offset (Z or +hh:mm)")
-    return value
+    # The conversation was erased after ``said_at``: nothing was written.
+    erased: bool = False
 
 
 def _unique_tiers(value: list[Tier]) -> list[Tier]:
@@ -121,7 +137,7 @@ class RecallRequest(_Request):
     history: bool = False
 
     _check_include = field_validator("include")(_unique_tiers)
-    _check_as_of = field_validator("as_of")(lambda v: None if v is None else _world_time(v))
+    _check_as_of = field_validator("as_of")(_aware_time("as_of"))
 
     @model_validator(mode="after")
     def _one_view(self) -> RecallRequest:

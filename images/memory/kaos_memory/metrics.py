@@ -31,6 +31,7 @@ class MemoryMetrics:
     extraction_duration: Histogram
     unusable_answers: Counter
     retired_facts: Counter
+    writes_erased: Counter
     degraded: Counter
     tier_latency: Histogram
     outbox_depth: Gauge
@@ -113,6 +114,12 @@ class MemoryMetrics:
             retired_facts=counter(
                 "retired_facts",
                 "Long-term facts retired because a newer fact replaced them (supersession).",
+                [],
+            ),
+            writes_erased=counter(
+                "writes_erased",
+                "Writes dropped because their conversation was erased after their turns were"
+                " said (a late write cannot outlive a forget).",
                 [],
             ),
             degraded=counter(

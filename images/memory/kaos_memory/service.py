@@ -64,6 +64,7 @@ from kaos_memory.settings import PostureSettings, TierSettings
 from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor
 from kaos_memory.storage.base import (
     ConversationStore,
+    ErasedSince,
     ErasureSelector,
     LongTermStore,
     NewTurn,
@@ -191,12 +192,18 @@ class MemoryService:
         if self.quota is not None:
             await self.quota.check_facts(attribution)
             quota = self.quota.write_quota
+        said_at = None if req.said_at is None else datetime.fromisoformat(req.said_at).timestamp()
         try:
             appended = await self._timed(
                 "short_term",
                 "append",
-                self.conversation.append(attribution, turns, req.infer, self.policy, quota),
+                self.conversation.append(
+                    attribution, turns, req.infer, self.policy, quota, said_at
+                ),
             )
+        except ErasedSince:
+            self.metrics.writes_erased.inc()
+            return WriteResponse(accepted=0, scheduled=False, erased=True), 200
         except QuotaExceeded as exceeded:
             assert self.quota is not None
             raise self.quota.refusal(exceeded) from None

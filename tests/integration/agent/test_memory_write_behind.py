@@ -16,6 +16,7 @@ from kaos_core.memory.client import MemoryServiceClient
 
 from tests.fixtures.agent import RecordingMemory, agent_env, recording_memory, serve_agent
 from tests.support.devmodel import DevModel
+from tests.support.memory_http import eventually
 from tests.support.procs import free_port
 
 FACT = "my locker code is 4711"
@@ -115,3 +116,28 @@ async def test_strict_mode_writes_before_it_answers(
             memory.release.set()
             assert await asyncio.wait_for(answered, 30) == f"Echo: {FACT}"
             assert await window(memory) == [FACT, f"Echo: {FACT}"]
+
+
+async def test_a_forget_after_the_answer_wins_over_the_write_still_on_its_way(
+    tmp_path: Path, devmodel: DevModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with recording_memory(tmp_path, devmodel, monkeypatch) as memory:
+        port = free_port()
+        async with (
+            serve_agent(agent_env(devmodel, port, "a", **remote(memory))),
+            aiohttp.ClientSession() as http,
+        ):
+            memory.release.clear()
+            await asyncio.wait_for(chat(http, port, FACT), 30)
+            await asyncio.wait_for(memory.write_arrived.wait(), 30)
+            # alice has her answer and erases the conversation; the write is still held.
+            async with MemoryServiceClient(memory.url, agent_identity=IDENTITY) as client:
+                forgot = await client.forget("session", session_id="s1", principal="alice")
+            assert not forgot.degraded
+            memory.release.set()
+
+            async def writes() -> int:
+                return len(memory.ids("/v1/write"))
+
+            await eventually(writes, lambda n: n == 1, within=30, what="the write answered")
+        assert await window(memory) == []

@@ -45,7 +45,7 @@ async def test_a_write_crossing_the_trigger_does_not_wait_for_the_sessions_lock(
         status, doc, _ = await call(mem.url, "/v1/write", crossing, hdrs=hdrs)
         # Answered with the lock still held: the old write blocked here until release.
         assert status == 202, doc
-        assert doc == {"accepted": 1, "scheduled": True, "degraded": False}
+        assert doc == {"accepted": 1, "scheduled": True, "degraded": False, "erased": False}
         assert [f for f in mem.db.folds() if f["key"] == key] == []
         assert len(mem.db.turns()) == 2
     finally:

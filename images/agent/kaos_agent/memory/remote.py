@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from kaos_core.errors import KaosError
 from kaos_core.memory.client import (
@@ -163,15 +164,21 @@ class RemoteMemory:
     ) -> None:
         if not turns:
             return
+        # Now, before the answer leaves: a forget that follows the answer drops the write
+        # even when it arrives later.
+        said_at = datetime.now(UTC).isoformat()
         if self.failure_mode == "soft" and origin == "conversation":
             turns = list(turns)
             await self.pending.submit(
-                (deps.principal, deps.session_id), lambda: self._write(deps, turns, origin)
+                (deps.principal, deps.session_id),
+                lambda: self._write(deps, turns, origin, said_at),
             )
             return
-        await self._write(deps, turns, origin)
+        await self._write(deps, turns, origin, said_at)
 
-    async def _write(self, deps: RunDeps, turns: Sequence[Turn], origin: WriteOrigin) -> None:
+    async def _write(
+        self, deps: RunDeps, turns: Sequence[Turn], origin: WriteOrigin, said_at: str
+    ) -> None:
         if self.require_principal and deps.principal is None:
             # Defence in depth: the service refuses this write too (403).
             self._write_failed("write needs a principal under this cluster's posture")
@@ -185,6 +192,7 @@ class RemoteMemory:
                 request_id=deps.request_id,
                 user_token=deps.user_token,
                 origin=origin,
+                said_at=said_at,
             )
         except MemoryUnavailable as exc:  # raised only in strict mode
             self.metrics.memory_degraded.labels("write").inc()

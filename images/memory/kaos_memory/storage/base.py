@@ -41,6 +41,10 @@ class SessionBound(Exception):
     """A write into a session that belongs to another principal (nothing was written)."""
 
 
+class ErasedSince(Exception):
+    """A write whose conversation was erased after its turns were said (nothing written)."""
+
+
 @dataclass(frozen=True)
 class NewTurn:
     role: str
@@ -205,11 +209,14 @@ class ConversationStore(AuditLog, Protocol):
         infer: bool,
         policy: FoldPolicy,
         quota: WriteQuota | None = None,
+        said_at: float | None = None,
     ) -> Appended:
         """Insert turns and their attribution index row in one transaction; when they take
         the window past the fold trigger, record the fold (evict the oldest turns into the
         outbox) in that same transaction. With ``quota``, that transaction first counts the
-        write against it and raises ``QuotaExceeded`` (writing nothing) when over."""
+        write against it and raises ``QuotaExceeded`` (writing nothing) when over. With
+        ``said_at`` (epoch seconds), an erasure of the conversation recorded after it
+        raises ``ErasedSince`` (writing nothing)."""
         ...
 
     async def is_attributed(self, key: str, principal: str) -> bool:

@@ -12,7 +12,7 @@ replica. While the tombstone is pending, ``PENDING`` keeps fold work off its ses
 from __future__ import annotations
 
 from kaos_memory.crypto.keyring import principal_owner
-from kaos_memory.scope import Scope
+from kaos_memory.scope import Attribution, Scope
 from kaos_memory.storage.audit import UNKNOWN_ACTOR, Actor
 from kaos_memory.storage.base import Erased, ErasureSelector, Tombstone
 from kaos_memory.storage.sql import audit
@@ -43,6 +43,40 @@ def _keys(tx: Tx, selector: ErasureSelector) -> list[str]:
         tuple(params),
     )
     return [r[0] for r in rows]
+
+
+# A tombstone reaches the conversations the service's ``_erasure_selector`` chose: a
+# session erasure the principal's own key of that session id, an agent erasure the agent's
+# sessions (of the principal, when it names one), a user erasure the principal's, a store
+# erasure the group's.
+_COVERS = (
+    "SELECT 1 FROM kaos_mem_erasures WHERE grp = %s AND erased_at > %s AND ("
+    " level = 'store'"
+    " OR (level = 'user' AND principal = %s)"
+    " OR (level = 'agent' AND agent = %s AND (principal IS NULL OR principal = %s))"
+    " OR (level = 'session' AND session = %s"
+    " AND COALESCE(principal, '') = COALESCE(%s, ''))"
+    ") LIMIT 1"
+)
+
+
+def erased_since(tx: Tx, attribution: Attribution, said_at: float) -> bool:
+    """Whether an erasure recorded after ``said_at`` reaches the attribution's conversation:
+    its turns, written now, would outlive a forget that came after them."""
+    principal = attribution.principal
+    row = tx.one(
+        _COVERS,
+        (
+            attribution.group,
+            said_at,
+            principal,
+            attribution.agent,
+            principal,
+            attribution.session,
+            principal,
+        ),
+    )
+    return row is not None
 
 
 def erase(

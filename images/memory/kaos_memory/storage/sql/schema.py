@@ -280,6 +280,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE kaos_mem_turns ADD COLUMN source TEXT",
         ),
     ),
+    Migration(
+        11,
+        (
+            # Every write that says when its turns were said looks for a later erasure of
+            # its conversation (``erasure.erased_since``): the group's tombstones by time.
+            "CREATE INDEX IF NOT EXISTS kaos_mem_erasures_at ON kaos_mem_erasures (grp, erased_at)",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -189,17 +189,27 @@ class SqlConversationStore:
         infer: bool,
         policy: FoldPolicy,
         quota: WriteQuota | None = None,
+        said_at: float | None = None,
     ) -> Appended:
         ring = self.keyring
         if ring is None:
-            return await self._run(window.append, attribution, turns, infer, policy, quota)
+            return await self._run(
+                window.append, attribution, turns, infer, policy, quota, None, said_at
+            )
         owner = owner_of(attribution.principal, attribution.agent)
         for _ in range(3):
             data_key = await _key_for(ring, owner)
             sealed = sealing.seal_turns(ring, data_key, attribution.key, turns)
             try:
                 return await self._run(
-                    window.append, attribution, sealed, infer, policy, quota, data_key.id.hex()
+                    window.append,
+                    attribution,
+                    sealed,
+                    infer,
+                    policy,
+                    quota,
+                    data_key.id.hex(),
+                    said_at,
                 )
             except KeyGone:
                 ring.evict(owner)  # shredded by a forget meanwhile: the owner's new key

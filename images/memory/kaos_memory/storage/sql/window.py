@@ -12,6 +12,7 @@ from kaos_memory.scope import Attribution
 from kaos_memory.storage.base import (
     ActiveStats,
     Appended,
+    ErasedSince,
     FoldPolicy,
     IdleSession,
     NewTurn,
@@ -19,7 +20,7 @@ from kaos_memory.storage.base import (
     SessionRead,
 )
 from kaos_memory.storage.limits import WriteQuota
-from kaos_memory.storage.sql import folds, retention
+from kaos_memory.storage.sql import erasure, folds, retention
 from kaos_memory.storage.sql.dialect import Statement, Tx
 from kaos_memory.storage.sql.rows import (
     LATEST_DIGEST,
@@ -70,8 +71,10 @@ def append(
     policy: FoldPolicy,
     quota: WriteQuota | None = None,
     key_id: str | None = None,
+    said_at: float | None = None,
 ) -> Appended:
-    """Write ``turns`` (sealed under the key ``key_id`` names, or in the clear for None)."""
+    """Write ``turns`` (sealed under the key ``key_id`` names, or in the clear for None);
+    ``ErasedSince`` when the conversation was erased after ``said_at``."""
     if quota is not None:
         # Before anything is written: a refused write rolls back with nothing in it.
         retention.check_quota(tx, attribution, turns, quota)
@@ -89,6 +92,10 @@ def append(
         " flushed = excluded.flushed",
         (key, attribution.group, attribution.session, at, False),
     )
+    # After the session row: an erasure of this session that commits later waits for this
+    # write and deletes its turns; one that committed earlier is seen here.
+    if said_at is not None and erasure.erased_since(tx, attribution, said_at):
+        raise ErasedSince(key)
     # A session is one principal's conversation, and its key names that principal
     # (``conversation_key``): another principal's write of the same id goes to a key of
     # its own. A shared-form key a principal wrote to (one of several principals, which
