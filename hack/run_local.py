@@ -56,6 +56,8 @@ from tests.support.oidc import HydraMissing, hydra_binary
 
 ALICE, BOB = "alice", "bob"
 FOLD_DEADLINE_S = 120.0
+# Seconds the agents may take to send the memory writes of the turns they answered.
+WRITES_DEADLINE_S = 30.0
 
 
 class StepFailed(Exception):
@@ -119,7 +121,18 @@ class Demo:
         self.last_usage = reply.body.get("usage") or {}
         for i, line in enumerate(reply.text.splitlines() or [""]):
             say(f"   {'' if i else agent + ':':>{len(agent) + 1}} {clip(line)}")
+        await self.writes_settled()
         return reply.text
+
+    async def writes_settled(self) -> None:
+        """Every agent's memory writes of the turns it answered have reached the store (an
+        agent sends them after its answer), so what the steps read there is complete."""
+        deadline = time.monotonic() + WRITES_DEADLINE_S
+        for agent in self.stack.samples.agents:
+            while not await self.metric(agent, "kaos_agent_memory_writes_pending 0.0"):
+                if time.monotonic() > deadline:
+                    raise StepFailed(f"{agent}'s memory writes did not end")
+                await asyncio.sleep(0.02)  # polling the agent, a demo, not a test
 
     async def model_saw(self, prompt: str) -> dict[str, Any]:
         req = model_request(await self.stack.devmodel.arequests(), prompt)

@@ -442,8 +442,9 @@ def print_report(doc: dict[str, Any]) -> None:
     print(
         f"remote memory, fresh session: overhead p50 +{remote['overhead_p50_ms']:.2f} ms"
         f" (x{remote['ratio_p50']:.2f}); the memory service's own mean time per turn: recall"
-        f" {remote['memory_recall_mean_ms']:.2f} ms + write {remote['memory_write_mean_ms']:.2f}"
-        f" ms, its CPU {remote['helper_cpu_ms_turn']:.2f} ms/turn"
+        f" {remote['memory_recall_mean_ms']:.2f} ms (before the model call) + write"
+        f" {remote['memory_write_mean_ms']:.2f} ms (after the answer under failureMode soft),"
+        f" its CPU {remote['helper_cpu_ms_turn']:.2f} ms/turn"
     )
     print(
         f"tools on, fresh session: overhead p50 +{tools['overhead_p50_ms']:.2f} ms"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -157,3 +158,38 @@ def break_vector_store(server: MemoryServer) -> None:
         conn.commit()
     finally:
         conn.close()
+
+
+PENDING_WRITES = "kaos_agent_memory_writes_pending"
+
+
+def writes_pending(metrics_text: str) -> float:
+    """The agent's memory writes still on their way (its ``/metrics`` text)."""
+    for line in metrics_text.splitlines():
+        if line.startswith(PENDING_WRITES + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {PENDING_WRITES} in the agent's metrics")
+
+
+async def writes_settled(agent_url: str, *, within: float = 30.0) -> None:
+    """Until the agent has no memory write in flight: an answered turn's write (sent after
+    the answer under failureMode soft) has then been answered by the memory service."""
+
+    async def probe() -> float:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(agent_url + "/metrics") as resp,
+        ):
+            return writes_pending(await resp.text())
+
+    await eventually(probe, lambda n: n == 0, within=within, what="the agent's memory writes")
+
+
+def writes_settled_sync(agent_url: str, *, within: float = 30.0) -> None:
+    """``writes_settled`` for synchronous callers."""
+
+    def settled() -> bool:
+        with urllib.request.urlopen(agent_url + "/metrics", timeout=10) as resp:
+            return writes_pending(resp.read().decode()) == 0
+
+    wait_sync(settled, timeout=within, what="the agent's memory writes")

@@ -21,6 +21,9 @@ class AgentMetrics:
     run_latency: Histogram
     model_tools_refused: Counter
     model_tools: Gauge
+    runs_in_flight: Gauge
+    tasks_working: Gauge
+    memory_writes_pending: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> AgentMetrics:
@@ -85,6 +88,26 @@ class AgentMetrics:
                 "model_tools",
                 "1 while tools are offered to the model; 0 when they are off (MODEL_TOOLS=off,"
                 " or the model refused them).",
+                namespace=_NS,
+                registry=registry,
+            ),
+            runs_in_flight=Gauge(
+                "runs_in_flight",
+                "Agent runs going on in this replica now, by entry point.",
+                ["entry"],
+                namespace=_NS,
+                registry=registry,
+            ),
+            tasks_working=Gauge(
+                "a2a_tasks_working",
+                "A2A tasks this replica is running now (blocking and background).",
+                namespace=_NS,
+                registry=registry,
+            ),
+            memory_writes_pending=Gauge(
+                "memory_writes_pending",
+                "Writes of answered turns the memory service has not answered yet (sent"
+                " after the answer under failureMode soft).",
                 namespace=_NS,
                 registry=registry,
             ),

@@ -41,6 +41,7 @@ from tests.support.hostile import (
     run_one,
 )
 from tests.support.memory import MemoryDb
+from tests.support.memory_http import writes_settled_sync
 from tests.support.procs import ServiceProcess, console_script, free_port, start_service
 
 AGENT_IDENTITY = "kaos://agent/fuzz/agent"
@@ -197,7 +198,9 @@ def fuzzed(
 
 
 def calls_and_rows(fz: Fuzzed) -> tuple[int, ...]:
-    """The model's chat requests so far and the memory service's rows."""
+    """The model's chat requests so far and the memory service's rows, once the writes of
+    the turns answered so far have reached it."""
+    writes_settled_sync(fz.agent.url)
     query = "SELECT " + ", ".join(f"(SELECT COUNT(*) FROM {t})" for t in MEMORY_TABLES)
     rows = fz.db.relational(query)
     counts = tuple(int(c) for c in rows[0]) if rows else (0,) * len(MEMORY_TABLES)

@@ -11,7 +11,7 @@ import pytest
 from tests.fixtures.agent import AgentFactory
 from tests.fixtures.memory import MakeMemory, MemoryServer
 from tests.support.devmodel import DevModel
-from tests.support.memory_http import eventually
+from tests.support.memory_http import eventually, writes_settled
 from tests.support.procs import ServiceProcess, free_port
 
 IDENTITY = "kaos://agent/test/a"
@@ -221,6 +221,7 @@ async def test_spoofed_scope_is_refused_before_the_store(
     )
     before = await metrics(memory.url)
     answer = await ask(agent, f"please {spoof}", **{"X-Session-Id": "s", "X-Principal": "alice"})
+    await writes_settled(agent.url)
     after = await metrics(memory.url)
     assert answer.startswith("Tool said:")
     assert "not allowed" in answer or "does not take" in answer

@@ -20,16 +20,21 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable
 
+from prometheus_client import Gauge
+
 log = logging.getLogger(__name__)
 
 
 class PendingWrites:
-    def __init__(self, limit: int = 256) -> None:
+    def __init__(self, limit: int = 256, gauge: Gauge | None = None) -> None:
         self.limit = limit
+        self.gauge = gauge
         self._tails: dict[Hashable, asyncio.Task[None]] = {}
+        self._count = 0
 
     def __len__(self) -> int:
-        return len(self._tails)
+        """Writes not ended yet."""
+        return self._count
 
     async def submit(self, key: Hashable, write: Callable[[], Awaitable[None]]) -> None:
         """Run ``write`` after the key's earlier writes; in line when too many are pending."""
@@ -39,6 +44,7 @@ class PendingWrites:
                 await asyncio.wait([previous])
             await write()
             return
+        self._moved(+1)
         task = asyncio.create_task(self._after(previous, write))
         self._tails[key] = task
         task.add_done_callback(lambda done: self._forget(key, done))
@@ -64,8 +70,14 @@ class PendingWrites:
             )
 
     def _forget(self, key: Hashable, done: asyncio.Task[None]) -> None:
+        self._moved(-1)
         if self._tails.get(key) is done:
             del self._tails[key]
+
+    def _moved(self, by: int) -> None:
+        self._count += by
+        if self.gauge is not None:
+            self.gauge.set(self._count)
 
     @staticmethod
     async def _after(

@@ -108,7 +108,7 @@ class RemoteMemory:
         self.top_k = top_k
         self.require_principal = require_principal
         self.metrics = metrics
-        self.pending = PendingWrites()
+        self.pending = PendingWrites(gauge=metrics.memory_writes_pending)
 
     def level_for(self, deps: RunDeps) -> Level:
         return resolvable_level(
