@@ -54,6 +54,16 @@ MEMORY_TIMEOUT_SECONDS = "MEMORY_TIMEOUT_SECONDS"
 MEMORY_REQUIRE_PRINCIPAL = "MEMORY_REQUIRE_PRINCIPAL"
 MEMORY_REQUIRE_AGENT_IDENTITY = "MEMORY_REQUIRE_AGENT_IDENTITY"
 
+# A2A task store (the Agent's taskStore).
+TASK_STORE_TYPE = "TASK_STORE_TYPE"  # memory | local | external
+TASK_STORE_PATH = "TASK_STORE_PATH"  # local: the SQLite file, on the claim's mount
+TASK_STORE_DSN = "TASK_STORE_DSN"  # external: from the connection Secret (secretKeyRef)
+TASK_RETENTION_SECONDS = "TASK_RETENTION_SECONDS"
+POD_NAME = "POD_NAME"  # downward API: who holds a task's lease
+# Seconds running tasks may go on after SIGTERM: the pod's grace period less its preStop
+# sleep and the margin to record their outcome.
+AGENT_SHUTDOWN_GRACE_SECONDS = "AGENT_SHUTDOWN_GRACE_SECONDS"
+
 # Autonomous mode.
 AUTONOMOUS_GOAL = "AUTONOMOUS_GOAL"
 AUTONOMOUS_INTERVAL_SECONDS = "AUTONOMOUS_INTERVAL_SECONDS"

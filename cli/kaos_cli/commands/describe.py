@@ -20,7 +20,7 @@ from kaos_cli.kubectl.sync import Kube
 from kaos_cli.objects import age, explain, since, spec, status
 from kaos_cli.output import TONE_STYLE, Toned, console, print_json, print_yaml, table
 
-OWNED = "deployments,services,configmaps,persistentvolumeclaims,pods"
+OWNED = "deployments,services,configmaps,persistentvolumeclaims,poddisruptionbudgets,pods"
 
 
 def owned_objects(kube: Kube, kind: Kind, name: str) -> list[dict[str, Any]]:
@@ -50,6 +50,8 @@ def object_state(obj: dict[str, Any]) -> str:
         return f"{st.get('phase', 'Unknown')} {ready}/{len(statuses) or '?'} ready"
     if kind == "PersistentVolumeClaim":
         return str(st.get("phase", "Pending"))
+    if kind == "PodDisruptionBudget":
+        return f"{st.get('disruptionsAllowed') or 0} disruptions allowed"
     if kind == "Service":
         ports = ",".join(str(p.get("port")) for p in (obj.get("spec") or {}).get("ports") or [])
         return f"port {ports}" if ports else "exists"

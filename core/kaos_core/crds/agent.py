@@ -28,6 +28,7 @@ from kaos_core.crds.common import (
     resources_field,
     telemetry_field,
 )
+from kaos_core.crds.egress import EGRESS_MAX, EgressRule
 from kaos_core.crds.gateway import GatewayRoute, gateway_route_field
 from kaos_core.crds.overrides import (
     ContainerOverride,
@@ -35,6 +36,7 @@ from kaos_core.crds.overrides import (
     container_field,
     pod_field,
 )
+from kaos_core.crds.storage import QUANTITY, ConnectionSecretRef
 
 ReadScope = Literal["session", "agent", "user"]
 MemoryType = Literal["local", "remote"]
@@ -187,6 +189,64 @@ class AgentConfig(CRDModel):
     )
 
 
+TaskStoreType = Literal["memory", "local", "external"]
+
+
+class AgentTaskStore(CRDModel):
+    """Where the agent keeps its A2A tasks: what ``tasks/get``, ``tasks/list`` and
+    ``tasks/cancel`` answer from, and what outlives a pod."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "self.type == 'external' ? has(self.connectionSecret)"
+                " : !has(self.connectionSecret)",
+                "an external task store requires connectionSecret; memory and local take none",
+            ),
+            (
+                "self.type == 'external' || !has(self.egress) || size(self.egress) == 0",
+                "egress is the external task store's database: memory and local take none",
+            ),
+        )
+    )
+
+    type: TaskStoreType = Field(
+        default="memory",
+        description="memory: in the pod, lost with it (one replica sees its own tasks only);"
+        " local: SQLite on a PersistentVolumeClaim (one replica); external: PostgreSQL,"
+        " shared by every replica.",
+    )
+    size: str = Field(
+        default="256Mi",
+        max_length=32,
+        pattern=QUANTITY,
+        description="local: size of the PersistentVolumeClaim holding the tasks.",
+    )
+    storage_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="local: StorageClass of the claim; unset takes the cluster's default class.",
+    )
+    connection_secret: ConnectionSecretRef | None = Field(
+        default=None,
+        description="external (required): the Secret key holding the PostgreSQL connection "
+        "string (DSN). Replicas share the tasks through it.",
+    )
+    egress: list[EgressRule] = Field(
+        default_factory=list,
+        max_length=EGRESS_MAX,
+        description="external, with the operator's security on: the database's address"
+        " blocks (and ports) the agent's NetworkPolicy lets its pods connect to.",
+    )
+    retention_seconds: int = Field(
+        default=86400,
+        ge=60,
+        le=90 * 86400,
+        description="How long a finished task (completed, failed, canceled) stays readable"
+        " before it is deleted.",
+    )
+
+
 class AgentNetwork(CRDModel):
     """Agent-to-agent delegation."""
 
@@ -201,6 +261,16 @@ class AgentNetwork(CRDModel):
 
 class AgentSpec(CRDModel):
     """Desired state of an Agent."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            (
+                "!has(self.taskStore) || self.taskStore.type != 'local' || self.replicas <= 1",
+                "a local task store is one SQLite file on one volume, so the Agent runs"
+                " exactly one replica; use an external (PostgreSQL) task store for more",
+            ),
+        )
+    )
 
     model_api: str = ref_name("ModelAPI that serves this agent's model.", alias="modelAPI")
     model: str | None = Field(
@@ -223,6 +293,11 @@ class AgentSpec(CRDModel):
         ),
     )
     replicas: int = replicas_field()
+    task_store: AgentTaskStore | None = Field(
+        default=None,
+        description="Where A2A tasks are kept (default: in the pod's memory). An external"
+        " store lets every replica answer for every task and a run outlive its pod.",
+    )
     image: str | None = image_field("the chart's kaos-agent image")
     resources: dict[str, Any] | None = resources_field()
     telemetry: Telemetry | None = telemetry_field()
@@ -256,6 +331,11 @@ class Agent(CustomObject):
         printer_columns=(
             PrinterColumn("ModelAPI", ".spec.modelAPI"),
             PrinterColumn("Memory", ".spec.config.memory.type"),
+            PrinterColumn(
+                "Tasks",
+                ".spec.taskStore.type",
+                description="Where A2A tasks are kept (empty: memory).",
+            ),
             PHASE,
             ENDPOINT,
             AGE,

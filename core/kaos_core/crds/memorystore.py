@@ -32,32 +32,13 @@ from kaos_core.crds.overrides import (
     container_field,
     pod_field,
 )
+from kaos_core.crds.storage import QUANTITY, ConnectionSecretRef
 from kaos_core.trust import DEFAULT_INJECT_SOURCES, FactSource
 
 StorageType = Literal["local", "external"]
 
 # Prompt overrides travel as environment variables: kept well below their size limits.
 PROMPT_MAX = 16 * 1024
-
-# A Kubernetes resource quantity such as 1Gi or 500M.
-QUANTITY = r"^[0-9]+(\.[0-9]+)?([EPTGMK]i?|[mk])?$"
-
-
-class ConnectionSecretRef(CRDModel):
-    """The Secret holding the PostgreSQL connection string (DSN)."""
-
-    name: str = Field(
-        min_length=1,
-        max_length=253,
-        description="The Secret, in the store's namespace (the operator never reads it; the "
-        "pods get it through secretKeyRef).",
-    )
-    key: str = Field(
-        default="dsn",
-        min_length=1,
-        max_length=253,
-        description="Its key holding the DSN, e.g. postgresql://user:pass@host:5432/db.",
-    )
 
 
 class StoreStorage(CRDModel):

@@ -28,7 +28,6 @@ from kaos_core.crds.common import (
 )
 from kaos_core.crds.egress import EgressRule, egress_field
 from kaos_core.crds.gateway import GatewayRoute, gateway_route_field
-from kaos_core.crds.memorystore import QUANTITY
 from kaos_core.crds.overrides import (
     ContainerOverride,
     EnvVar,
@@ -36,6 +35,7 @@ from kaos_core.crds.overrides import (
     container_field,
     pod_field,
 )
+from kaos_core.crds.storage import QUANTITY
 
 ModelAPIMode = Literal["Proxy", "Hosted"]
 

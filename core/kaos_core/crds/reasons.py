@@ -12,6 +12,8 @@ from typing import Final
 READY: Final = "Ready"
 DEPENDENCIES_READY: Final = "DependenciesReady"
 MEMORY_DEGRADED: Final = "MemoryDegraded"
+# Whether every replica of an Agent answers for every A2A task (its taskStore).
+TASKS_SHARED: Final = "TasksShared"
 
 # Phases (``status.phase``), a one-word summary for printer columns.
 PHASE_PENDING: Final = "Pending"
@@ -48,6 +50,10 @@ NAME_CONFLICT: Final = "NameConflict"
 APPLY_FAILED: Final = "ApplyFailed"
 # The object does not match the operator's model of its kind (the message names the field).
 INVALID_SPEC: Final = "InvalidSpec"
+# TasksShared: an external task store, one replica, or replicas each with their own tasks.
+EXTERNAL_TASK_STORE: Final = "ExternalTaskStore"
+SINGLE_REPLICA: Final = "SingleReplica"
+TASKS_IN_POD_MEMORY: Final = "TasksInPodMemory"
 # The resource's container/pod overrides would change what the operator sets.
 OVERRIDE_REFUSED: Final = "OverrideRefused"
 # A Hosted ModelAPI's model: pulled into the pod on first start (condition ModelPulled).

@@ -4,9 +4,17 @@
 leaves out is built from the settings, and tests hand in their own (a model, a memory
 backend, toolsets, the peers' HTTP session, the autonomous loop's sleep). Everything
 with a lifetime (the verifier of delegating agents, the peer HTTP session, the memory
-backend, the A2A task store, the autonomous loop) is created and closed by
-``cleanup_ctx`` generators, in that order, so shutdown closes only what started; a part
-handed in through ``deps`` belongs to the caller and is not closed here.
+backend, the reasoning loop, the A2A task store and its runs, the autonomous loop) is
+created and closed by ``cleanup_ctx`` generators, in that order, so shutdown closes only
+what started; a part handed in through ``deps`` belongs to the caller and is not closed
+here.
+
+Shutdown drains first: readiness answers 503, new chat requests and A2A ``SendMessage``
+are refused with 503, running tasks get ``AGENT_SHUTDOWN_GRACE_SECONDS`` to finish, and the
+ones still running then are failed with a reason (``kaos_agent.a2a.runs``). Served by
+``run_service``, SIGTERM starts the drain while the agent still listens (so the 503s are
+seen, and the Service stops sending it requests: ``kaos_agent.shutdown``), then the server
+shuts down; an app stopped otherwise drains in ``on_shutdown``, before anything closes.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
-from kaos_core.http import REGISTRY_KEY, create_base_app
+from kaos_core.http import READINESS_KEY, REGISTRY_KEY, create_base_app
 from kaos_core.memory.client import MemoryServiceClient
 from kaos_core.telemetry.genai_metrics import GenAiMetrics
 from kaos_core.tracing import client_session
@@ -28,7 +36,9 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from kaos_agent.a2a.card import CardBuilder
+from kaos_agent.a2a.runs import TaskRuns
 from kaos_agent.a2a.server import A2AServer
+from kaos_agent.a2a.stores import build_task_store
 from kaos_agent.a2a.tasks import TaskStore
 from kaos_agent.access import invoke_access
 from kaos_agent.auth import EdgeAuth
@@ -44,6 +54,7 @@ from kaos_agent.metrics import AgentMetrics
 from kaos_agent.one_request import OneRequest
 from kaos_agent.runner import AgentRuntime
 from kaos_agent.settings import AgentMemorySettings, AgentSettings
+from kaos_agent.shutdown import drain_on_sigterm
 from kaos_agent.telemetry import MeteredModel, instrumentation
 from kaos_agent.tool_listing import list_tools
 from kaos_agent.tool_support import ToolRefusalFallback, ToolSupport
@@ -81,6 +92,8 @@ PEERS_KEY = web.AppKey("agent_peer_client", PeerClient)
 MEMORY_KEY = web.AppKey("agent_memory", Memory)
 RUNTIME_KEY = web.AppKey("agent_runtime", AgentRuntime)
 A2A_KEY = web.AppKey("agent_a2a", A2AServer)
+TASK_STORE_KEY = web.AppKey("agent_task_store", TaskStore)
+TASK_RUNS_KEY = web.AppKey("agent_task_runs", TaskRuns)
 CARD_KEY = web.AppKey("agent_card", CardBuilder)
 # The loop's toolsets, as the model is offered them, for ``GET /tools``.
 TOOLSETS_KEY: web.AppKey[Sequence[AbstractToolset[RunDeps]]] = web.AppKey("agent_toolsets")
@@ -128,7 +141,9 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
     app.cleanup_ctx.append(_peers_ctx)
     app.cleanup_ctx.append(_memory_ctx)
     app.cleanup_ctx.append(_runtime_ctx)
+    app.cleanup_ctx.append(_tasks_ctx)
     app.cleanup_ctx.append(_autonomous_ctx)
+    app.on_shutdown.append(_drain)
 
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_get("/v1/models", _models)
@@ -238,10 +253,8 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
         budget=settings.budget,
         one_request=one_request,
     )
-    tasks = TaskStore()
     try:
         app[RUNTIME_KEY] = runtime
-        app[A2A_KEY] = A2AServer(runtime, tasks, auth=app[AUTH_KEY])
         listed = [
             (t.label_text.removeprefix("mcp:"), mcp)
             for t in tools
@@ -250,11 +263,46 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
         app[CARD_KEY] = CardBuilder(settings, listed)
         yield
     finally:
-        await tasks.close()
         if model_http is not None:
             await model_http.close()
         if mcp_http is not None:
             await mcp_http.aclose()
+
+
+async def _tasks_ctx(app: web.Application) -> AsyncIterator[None]:
+    settings, metrics = app[SETTINGS_KEY].task_store, app[METRICS_KEY]
+    store = build_task_store(settings)
+    await store.start()
+    runs = TaskRuns(
+        store,
+        runner=settings.runner,
+        lease_seconds=settings.lease_seconds,
+        retention_seconds=settings.retention_seconds,
+        working=metrics.tasks_working,
+        in_flight=metrics.runs_in_flight.labels("a2a"),
+    )
+    log.info("task store ready", extra={"type": settings.type, "runner": runs.runner})
+    try:
+        await runs.start()
+        app[TASK_STORE_KEY], app[TASK_RUNS_KEY] = store, runs
+        app[A2A_KEY] = A2AServer(app[RUNTIME_KEY], store, runs, auth=app[AUTH_KEY])
+
+        async def serving() -> None:
+            runs.check_open()
+
+        app[READINESS_KEY].add("serving", serving)
+        with drain_on_sigterm(runs, app[SETTINGS_KEY].task_store.shutdown_grace_seconds):
+            yield
+    finally:
+        await runs.close()
+        await store.close()
+
+
+async def _drain(app: web.Application) -> None:
+    """The first step of shutdown: refuse new runs, let running ones finish in time."""
+    runs = app.get(TASK_RUNS_KEY)
+    if runs is not None:
+        await runs.drain(app[SETTINGS_KEY].task_store.shutdown_grace_seconds)
 
 
 async def _autonomous_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -262,8 +310,24 @@ async def _autonomous_ctx(app: web.Application) -> AsyncIterator[None]:
     if autonomous is None:
         yield
         return
+    store, runner = app[TASK_STORE_KEY], app[TASK_RUNS_KEY].runner
+    lease = f"autonomous:{app[SETTINGS_KEY].agent.name}"
+    # Held past the next iteration's start by its holder (which takes it again then), so
+    # one replica runs the iterations while it lives and two never overlap; another takes
+    # over once the holder stopped renewing it.
+    hold = autonomous.interval_seconds + autonomous.timeout_seconds
+
+    async def claim() -> bool:
+        return await store.try_lease(lease, runner, hold)
+
     task = asyncio.create_task(
-        autonomous_loop(autonomous, app[RUNTIME_KEY], sleep=app[DEPS_KEY].sleep)
+        autonomous_loop(
+            autonomous,
+            app[RUNTIME_KEY],
+            sleep=app[DEPS_KEY].sleep,
+            claim=claim if store.shared else None,
+            in_flight=app[METRICS_KEY].runs_in_flight.labels("autonomous"),
+        )
     )
     try:
         yield
@@ -276,7 +340,13 @@ async def _autonomous_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _chat(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS_KEY]
     runtime, auth = request.app[RUNTIME_KEY], request.app[AUTH_KEY]
-    return await chat_completions(request, runtime, settings.agent.name, auth)
+    request.app[TASK_RUNS_KEY].check_open()  # 503 once the replica is stopping
+    in_flight = request.app[METRICS_KEY].runs_in_flight.labels("chat")
+    in_flight.inc()
+    try:
+        return await chat_completions(request, runtime, settings.agent.name, auth)
+    finally:
+        in_flight.dec()
 
 
 async def _models(request: web.Request) -> web.Response:

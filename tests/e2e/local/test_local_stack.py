@@ -261,9 +261,11 @@ def test_local_env_differs_from_the_pods_only_in_addresses(stack: LocalStack) ->
     for key, spec in stack.plan.items():
         if not spec.desired:
             continue
-        # Same variables as the pod; the pod's Secret references are the overlay.
+        # Same variables as the pod; the pod's Secret references are the overlay, and its
+        # own fields (its name) the local process does without.
         secret_refs = {k for k, v in spec.cluster.items() if v.startswith("<Secret ")}
-        assert set(spec.desired) == set(spec.cluster) - secret_refs, key
+        pod_fields = {k for k, v in spec.cluster.items() if v.startswith("<pod field ")}
+        assert set(spec.desired) == set(spec.cluster) - secret_refs - pod_fields, key
         assert secret_refs == set(spec.overlay), key
         differing = {k for k, v in spec.desired.items() if spec.cluster[k] != v}
         assert differing <= ADDRESS_KEYS, key

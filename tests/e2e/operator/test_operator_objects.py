@@ -92,6 +92,10 @@ async def test_a_wired_agent_and_its_dependencies(
         "MEMORY_FAILURE_MODE": "soft",
         "MEMORY_REQUIRE_PRINCIPAL": "false",
         "MEMORY_REQUIRE_AGENT_IDENTITY": "false",
+        "TASK_STORE_TYPE": "memory",
+        "TASK_RETENTION_SECONDS": "86400",
+        "AGENT_SHUTDOWN_GRACE_SECONDS": "15",
+        "POD_NAME": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
     }
     worker = await kube.get(DEPLOYMENTS, ns, "worker")
     assert worker is not None and container_env(worker)["MODEL_NAME"] == "openai/large"

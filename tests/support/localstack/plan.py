@@ -44,9 +44,11 @@ def _pod_env(objects: list[dict[str, Any]]) -> dict[str, str]:
     for item in dep["spec"]["template"]["spec"]["containers"][0].get("env", []):
         if "value" in item:
             out[item["name"]] = item["value"]
-        else:
+        elif "secretKeyRef" in item["valueFrom"]:
             ref = item["valueFrom"]["secretKeyRef"]
             out[item["name"]] = f"<Secret {ref['name']} key {ref['key']}>"
+        else:
+            out[item["name"]] = f"<pod field {item['valueFrom']['fieldRef']['fieldPath']}>"
     return out
 
 

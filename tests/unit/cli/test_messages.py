@@ -4,6 +4,7 @@ contexts, kubeconfigs, namespaces and objects, the HEALTH column and its colours
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -334,4 +335,26 @@ def test_helm_failures_keep_one_prefix() -> None:
         "error: helm upgrade --install failed: INSTALLATION FAILED: cannot re-use a name that "
         "is still in use",
         "  WARNING: Kubernetes configuration file is group-readable",
+    ]
+
+
+def test_describe_lists_the_disruption_budget_the_agent_owns(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    obj = AGENTS["items"][0]
+    name = obj["metadata"]["name"]
+    kubectl.on("get", "agents.kaos.tools", name, "-o", "json", json_=obj)
+    kubectl.on("get", "events", json_=items())
+    budget = {
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": {"maxUnavailable": 1},
+        "status": {"disruptionsAllowed": 1},
+    }
+    kubectl.on("get", OWNED, json_=items(budget))
+    status, out, _ = run(capsys, "agent", "describe", name, "-n", "team", "-o", "json")
+    assert status == 0
+    owned = json.loads(out)["owned"]
+    assert [(o["kind"], o["ready"]) for o in owned] == [
+        ("PodDisruptionBudget", "1 disruptions allowed")
     ]

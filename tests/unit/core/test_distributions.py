@@ -93,9 +93,9 @@ TOOLS = {CLI_DIST, DEVMODEL}
         ((DEVMODEL,), HEAVY | CLI | {CLI_DIST}),
         (_image("memory"), {"pydantic-ai-slim", "kubernetes-asyncio", "torch"} | TOOLS),
         (
+            # psycopg is the agent's too: its external A2A task store (imported only then).
             _image("agent"),
-            {"mem0ai", "chromadb", "psycopg", "psycopg-binary", "kubernetes-asyncio", "torch"}
-            | {CLI_DIST},
+            {"mem0ai", "chromadb", "kubernetes-asyncio", "torch"} | {CLI_DIST},
         ),
         (
             _image("operator"),
@@ -118,7 +118,10 @@ def test_each_audience_gets_only_its_dependencies(
         (CLI_DIST, CLI | {CORE}),
         (DEVMODEL, {CORE}),
         ("kaos-tools-memory", {CORE, "mem0ai", "chromadb", "psycopg", "psycopg-pool", "pgvector"}),
-        ("kaos-tools-agent", {CORE, "pydantic-ai-slim", "mcp", "a2a-sdk", "openai"}),
+        (
+            "kaos-tools-agent",
+            {CORE, "pydantic-ai-slim", "mcp", "a2a-sdk", "openai", "psycopg", "psycopg-pool"},
+        ),
         ("kaos-tools-operator", {CORE, "kubernetes-asyncio"}),
     ],
 )

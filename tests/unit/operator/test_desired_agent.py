@@ -49,6 +49,9 @@ def test_minimal_agent_env() -> None:
         "MEMORY_FAILURE_MODE": "soft",
         "MEMORY_REQUIRE_PRINCIPAL": "false",
         "MEMORY_REQUIRE_AGENT_IDENTITY": "false",
+        "TASK_STORE_TYPE": "memory",
+        "TASK_RETENTION_SECONDS": "86400",
+        "AGENT_SHUTDOWN_GRACE_SECONDS": "15",
     }
 
 
@@ -152,9 +155,9 @@ def test_read_scope_above_store_ceiling_is_refused() -> None:
 def test_objects_are_owned_and_wired() -> None:
     a = agent("a1", replicas=2, image="example.test/custom:2", resources={"limits": {"cpu": "1"}})
     objs = by_kind(desired_agent_objects(a, ctx()))
-    assert set(objs) == {"Deployment", "Service"}
+    assert set(objs) == {"Deployment", "Service", "PodDisruptionBudget"}
     dep, svc = objs["Deployment"], objs["Service"]
-    for obj in (dep, svc):
+    for obj in (dep, svc, objs["PodDisruptionBudget"]):
         assert obj["metadata"]["name"] == "a1"
         assert obj["metadata"]["namespace"] == "ns"
         (owner,) = obj["metadata"]["ownerReferences"]

@@ -129,6 +129,22 @@ def test_an_agent_without_references_may_reach_dns_and_its_model_only() -> None:
     assert policy["egress"] == [DNS, pods("modelapi", ["llm"])]
 
 
+def test_an_agent_reaches_its_external_task_stores_database_and_nothing_else() -> None:
+    database = {"cidr": "10.20.0.5/32", "ports": [{"port": 5432}]}
+    policy = agent_policy(
+        SECURED,
+        taskStore={"type": "external", "connectionSecret": {"name": "pg"}, "egress": [database]},
+    )
+    block = {
+        "to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}],
+        "ports": [{"protocol": "TCP", "port": 5432}],
+    }
+    assert policy["egress"] == [DNS, pods("modelapi", ["llm"]), block]
+    # The same list on a store of another type (the schema refuses it) opens nothing.
+    local = agent_policy(SECURED, taskStore={"type": "local", "egress": [database]})
+    assert local["egress"] == [DNS, pods("modelapi", ["llm"])]
+
+
 def test_the_posture_blocks_come_last_for_every_kind() -> None:
     policy = agent_policy(WITH_CLUSTER)
     assert policy["egress"] == [DNS, pods("modelapi", ["llm"]), API_SERVER, COLLECTORS]

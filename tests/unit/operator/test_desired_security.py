@@ -85,8 +85,9 @@ def open_objects() -> dict[str, list[dict[str, Any]]]:
 
 
 def test_security_off_leaves_every_object_byte_identical() -> None:
-    """The golden file was rendered by the builders before security existed (reordered
-    since only to put a store's claim before its Deployment); callers in a context are
+    """The golden file was rendered by the builders before security existed (changed
+    since only to put a store's claim before its Deployment, and to give the agent's
+    Deployment its task store, rollout and drain settings); callers in a context are
     ignored with security off."""
     dumped = json.dumps(open_objects(), sort_keys=True, indent=1) + "\n"
     assert dumped == GOLDEN.read_text()
@@ -211,7 +212,8 @@ def test_secured_agent_runs_as_its_own_service_account_with_two_tokens() -> None
     assert env["AGENT_AUTH_CA_FILE"] == "/var/run/secrets/kaos/api/ca.crt"
     assert env["AGENT_AUTH_TOKEN_FILE"] == "/var/run/secrets/kaos/api/token"
     # What the operator writes is what the agent runtime accepts.
-    runtime = AgentSettings.from_env(env)
+    # (The values: POD_NAME is the downward API's, resolved by the kubelet.)
+    runtime = AgentSettings.from_env({k: v for k, v in env.items() if isinstance(v, str)})
     assert runtime.auth.mode == "jwks" and runtime.delegation.token_file is not None
     assert runtime.tools.token_file == Path(auth.MCP_TOKEN_PATH)
 

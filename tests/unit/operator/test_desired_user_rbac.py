@@ -45,7 +45,8 @@ def test_the_rbac_posture_is_projected_into_the_agent() -> None:
         auth.AGENT_RBAC_GROUPS_PREFIX: "oidc:",
     }
     # The agent it configures loads, asking about its own Agent through the API server.
-    settings = AgentSettings.from_env({**env, "MODEL_API_URL": "http://m", "MODEL_NAME": "m"})
+    values = {k: v for k, v in env.items() if isinstance(v, str)}  # POD_NAME: the kubelet's
+    settings = AgentSettings.from_env({**values, "MODEL_API_URL": "http://m", "MODEL_NAME": "m"})
     assert settings.user_rbac.enabled
     assert settings.callers.api_server == auth.IN_CLUSTER_API_SERVER
     assert settings.agent.identity is not None and settings.agent.identity.endswith("/billing")

@@ -52,7 +52,8 @@ def test_each_agent_renders_its_own_audience_from_the_projected_template() -> No
         env = env_of(by_kind(objects)["Deployment"])
         assert env["AGENT_USER_AUDIENCE"] == PER_AGENT
         # What the operator writes loads, and names this agent's own audience.
-        runtime = AgentSettings.from_env(env)
+        # The values (POD_NAME is the downward API's, resolved by the kubelet).
+        runtime = AgentSettings.from_env({k: v for k, v in env.items() if isinstance(v, str)})
         assert runtime.user_auth is not None
         rendered[name] = own_audience(runtime.user_auth.user_audience, runtime.agent.identity)
     assert rendered == {

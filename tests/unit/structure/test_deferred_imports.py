@@ -1,5 +1,6 @@
-"""Storage imports at the top of its modules; the few imports deferred into a function are
-the ones that must be, each for a reason named here.
+"""Storage imports at the top of its modules (the memory service's storage, the agent's A2A
+task stores); the few imports deferred into a function are the ones that must be, each for
+a reason named here.
 
 import-linter sees every import wherever it is written; this checks *where*, since a
 deferred import hides a dependency from a reader of the module's head.
@@ -10,9 +11,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import kaos_agent.a2a
 import kaos_memory.storage
 
 STORAGE = Path(kaos_memory.storage.__file__).parent
+A2A = Path(kaos_agent.a2a.__file__).parent
 
 DEFERRED = {
     # The backend of the configured mode only: each brings its own driver (Chroma, or
@@ -26,10 +29,16 @@ DEFERRED = {
     ("mem0/llm.py", "_mem0_utils", "mem0.memory.utils"),
 }
 
+A2A_DEFERRED = {
+    # psycopg and its pool only in an agent whose task store is PostgreSQL (the agent's
+    # idle memory is a tracked figure).
+    ("stores.py", "build_task_store", "kaos_agent.a2a.pg_store"),
+}
 
-def deferred_imports() -> set[tuple[str, str, str]]:
+
+def deferred_imports(root: Path = STORAGE) -> set[tuple[str, str, str]]:
     found: set[tuple[str, str, str]] = set()
-    for path in sorted(STORAGE.rglob("*.py")):
+    for path in sorted(root.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for func in ast.walk(tree):
             if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -41,9 +50,13 @@ def deferred_imports() -> set[tuple[str, str, str]]:
                     module = node.names[0].name
                 else:
                     continue
-                found.add((path.relative_to(STORAGE).as_posix(), func.name, module))
+                found.add((path.relative_to(root).as_posix(), func.name, module))
     return found
 
 
 def test_only_the_named_imports_are_deferred() -> None:
     assert deferred_imports() == DEFERRED
+
+
+def test_only_the_named_task_store_imports_are_deferred() -> None:
+    assert deferred_imports(A2A) == A2A_DEFERRED

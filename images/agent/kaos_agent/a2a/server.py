@@ -7,6 +7,13 @@ caller asked ``returnImmediately``: then the run continues in the background and
 task can be polled with ``GetTask`` or stopped with ``CancelTask``. Errors are JSON-RPC
 error objects with HTTP 200, the codes of the A2A specification.
 
+Tasks live in the configured store (``kaos_agent.a2a.tasks``): with a store shared by the
+Agent's replicas, any replica answers ``GetTask``, ``ListTasks`` and ``CancelTask`` for
+any task, and a cancel reaches the replica running it (``kaos_agent.a2a.runs``). A run's
+end is written to the store before the task is answered as ended. A replica that is
+stopping refuses ``SendMessage`` with HTTP 503 (the error's ``data.code`` is
+``shutting_down``), as it refuses other callers (see below).
+
 The body goes through the shared edge decoding step (``kaos_core.http.body``) before any
 method sees it, so a body the memory service or the chat endpoint would refuse (a
 ``Content-Encoding``, invalid UTF-8, nesting deeper than 32, a number literal longer than
@@ -52,7 +59,15 @@ from kaos_core.http.jsonrpc import (
 from kaos_core.http.middleware import request_id
 from kaos_core.wire import A2A_VERSION_HEADER
 
-from kaos_agent.a2a.tasks import TaskRecord, TaskStore
+from kaos_agent.a2a.runs import STOPPED, ShuttingDown, TaskRuns
+from kaos_agent.a2a.tasks import (
+    TaskStore,
+    Transition,
+    canceled,
+    completed,
+    failed,
+    new_task,
+)
 from kaos_agent.auth import EdgeAuth
 from kaos_agent.context import RunDeps, Verified, run_context
 from kaos_agent.delegation import KAOS_METADATA_KEY
@@ -64,6 +79,9 @@ TASK_NOT_FOUND = -32001
 TASK_NOT_CANCELABLE = -32002
 UNSUPPORTED_OPERATION = -32004
 VERSION_NOT_SUPPORTED = -32009
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 1000
 
 
 class RpcError(Exception):
@@ -170,12 +188,22 @@ def _kaos_error_code(exc: KaosError) -> int:
 Handler = Callable[[web.Request, object, bool], Awaitable[object]]
 
 
+# The methods that start a run: refused while the replica stops.
+_STARTS_RUN = frozenset({"SendMessage", "message/send"})
+
+
 class A2AServer:
     def __init__(
-        self, runtime: AgentRuntime, tasks: TaskStore, *, auth: EdgeAuth | None = None
+        self,
+        runtime: AgentRuntime,
+        tasks: TaskStore,
+        runs: TaskRuns,
+        *,
+        auth: EdgeAuth | None = None,
     ) -> None:
         self.runtime = runtime
         self.tasks = tasks
+        self.runs = runs
         self.auth = auth
         # Method name → (handler, speaks protocol 0.3 shapes).
         self._methods: dict[str, tuple[Handler, bool]] = {
@@ -244,6 +272,8 @@ class A2AServer:
         if entry is None:
             return _rpc_error(req_id, METHOD_NOT_FOUND, f"method {method!r} not found")
         handler, legacy = entry
+        if method in _STARTS_RUN and self.runs.draining:
+            return _refusal(req_id, ShuttingDown())
         try:
             result = await handler(request, body.get("params", {}), legacy)
         except RpcError as exc:
@@ -252,9 +282,9 @@ class A2AServer:
             return _rpc_error(req_id, _kaos_error_code(exc), exc.message)
         return _rpc_result(req_id, result)
 
-    def _task_result(self, record: TaskRecord, legacy: bool, history_length: int = 0) -> object:
+    def _task_result(self, stored: pb.Task, legacy: bool, history_length: int = 0) -> object:
         task = pb.Task()
-        task.CopyFrom(record.task)
+        task.CopyFrom(stored)
         if history_length > 0 and len(task.history) > history_length:
             keep = list(task.history)[-history_length:]
             del task.history[:]
@@ -287,30 +317,45 @@ class A2AServer:
                 "delegationDepth": deps.depth,
             }
         }
-        record = self.tasks.create(
-            message, context_id=deps.session_id, principal=principal, metadata=meta
-        )
-        if background:
-            record.runner = asyncio.create_task(self._run(record, text, deps))
-        else:
-            await self._run(record, text, deps)
-        result = self._task_result(record, legacy)
+        task = new_task(message, context_id=deps.session_id, metadata=meta)
+        await self.tasks.create(task, principal=principal, runner=self.runs.runner)
+        run = self.runs.begin(task.id, self._run(task.id, text, deps))
+        if not background:
+            try:
+                await run
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # this request was cancelled (the run with it)
+                # The run was stopped (a cancel request, a shutdown): its state is stored.
+            task = await self.tasks.get(task.id, principal) or task
+        result = self._task_result(task, legacy)
         return result if legacy else {"task": result}
 
-    async def _run(self, record: TaskRecord, text: str, deps: RunDeps) -> None:
+    async def _run(self, task_id: str, text: str, deps: RunDeps) -> None:
+        """One run; its end is written to the store before the task reads as ended."""
         try:
             outcome = await self.runtime.run(text, deps, entry="a2a")
         except asyncio.CancelledError:
-            TaskStore.cancel(record)
+            # Stopped: by a cancel (already stored: no change), or by the pod stopping.
+            await self._end(task_id, failed(STOPPED) if self.runs.stopping else canceled)
             raise
         except KaosError as exc:
-            TaskStore.fail(record, exc.message)
+            await self._end(task_id, failed(exc.message))
             return
         except Exception:  # a task fails; the server goes on
             log.exception("a2a run failed")
-            TaskStore.fail(record, "internal error")
+            await self._end(task_id, failed("internal error"))
             return
-        TaskStore.complete(record, outcome.text)
+        await self._end(task_id, completed(outcome.text))
+
+    async def _end(self, task_id: str, change: Transition) -> None:
+        try:
+            await self.tasks.finish(task_id, change)
+        except KaosError:
+            # The store logged why. The lease is no longer renewed: once it lapses, any
+            # replica fails the task (``LAPSED_LEASE``), so it is not left working.
+            log.warning("the end of a task could not be stored", extra={"task": task_id})
 
     async def _get_task(self, request: web.Request, params: object, legacy: bool) -> object:
         if legacy:
@@ -322,10 +367,10 @@ class A2AServer:
         else:
             get = _parse(params, pb.GetTaskRequest())
             task_id, history = get.id, get.history_length
-        record = self.tasks.get(task_id, _context(request).principal)
-        if record is None:
+        task = await self.tasks.get(task_id, _context(request).principal)
+        if task is None:
             raise RpcError(TASK_NOT_FOUND, f"task {task_id!r} not found")
-        return self._task_result(record, legacy, history)
+        return self._task_result(task, legacy, history)
 
     async def _cancel_task(self, request: web.Request, params: object, legacy: bool) -> object:
         if legacy:
@@ -335,18 +380,21 @@ class A2AServer:
                 raise _invalid_params(exc) from None
         else:
             task_id = _parse(params, pb.CancelTaskRequest()).id
-        record = self.tasks.get(task_id, _context(request).principal)
-        if record is None:
+        found = await self.tasks.cancel(task_id, _context(request).principal)
+        if found.task is None:
             raise RpcError(TASK_NOT_FOUND, f"task {task_id!r} not found")
-        if not TaskStore.cancel(record):
-            state = pb.TaskState.Name(record.task.status.state)
+        if not found.canceled:
+            state = pb.TaskState.Name(found.task.status.state)
             raise RpcError(TASK_NOT_CANCELABLE, f"task {task_id!r} is {state}: not cancelable")
-        return self._task_result(record, legacy)
+        # Stopped here if it runs here; another replica hears of it through the store.
+        self.runs.cancel_local(task_id)
+        return self._task_result(found.task, legacy)
 
     async def _list_tasks(self, request: web.Request, params: object, legacy: bool) -> object:
         query = _parse(params, pb.ListTasksRequest())
-        records = self.tasks.list(_context(request).principal, query.context_id or None)
-        size = query.page_size or 50
-        page = [r.task for r in records[:size]]
-        response = pb.ListTasksResponse(tasks=page, page_size=size, total_size=len(records))
+        size = min(query.page_size, MAX_PAGE) if query.page_size > 0 else DEFAULT_PAGE
+        page, total = await self.tasks.list_tasks(
+            _context(request).principal, query.context_id or None, size
+        )
+        response = pb.ListTasksResponse(tasks=page, page_size=size, total_size=total)
         return _to_dict(response)

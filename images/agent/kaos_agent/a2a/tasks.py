@@ -1,21 +1,38 @@
-"""A2A tasks of this pod: created by ``SendMessage``, read by ``GetTask``/``ListTasks``.
+"""A2A tasks: created by ``SendMessage``, read by ``GetTask``/``ListTasks``, ended by the
+run or ``CancelTask``; the store they live in, and its in-process implementation.
 
-Tasks live in memory (bounded, oldest first out): a task outlives its request only long
-enough for a client to read or cancel it. A task records the principal that created it,
-and only that principal (or, for anonymous tasks, anyone) can read or cancel it.
+A task records the principal that created it, and only that principal (or, for anonymous
+tasks, anyone) can read or cancel it: someone else's task does not exist for the caller.
+A terminal state (completed, failed, canceled, rejected) sticks: a later transition of the
+same task changes nothing, whichever replica attempts it.
+
+``TaskStore`` is the narrow interface the server and the run bookkeeping
+(``kaos_agent.a2a.runs``) use. A running task holds a lease: the replica running it
+(``runner``) renews ``lease_until`` while the run goes on; a task whose lease lapsed (its
+pod died) is failed by whichever replica finds it. A cancel may be requested from any
+replica: it ends the task as canceled at once and marks it ``cancel_requested`` for the
+replica running it to stop the run. Finished tasks are deleted after the retention, a
+bounded number per sweep. Stores: ``MemoryTaskStore`` (here: one pod, bounded, lost with
+it), ``kaos_agent.a2a.sqlite_store`` (one file, one replica) and
+``kaos_agent.a2a.pg_store`` (PostgreSQL, shared by every replica).
 """
 
 from __future__ import annotations
 
-import asyncio
+import abc
+import time
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from a2a.types import a2a_pb2 as pb
 from google.protobuf.timestamp_pb2 import Timestamp  # type: ignore[import-untyped]
+from kaos_core.errors import KaosError
 
 MAX_TASKS = 1000
+# At most this many tasks are failed (lapsed leases) or deleted (retention) per sweep.
+SWEEP_LIMIT = 500
 
 TERMINAL_STATES = frozenset(
     {
@@ -26,15 +43,13 @@ TERMINAL_STATES = frozenset(
     }
 )
 
+LAPSED_LEASE = "the replica running this task stopped before it finished"
 
-@dataclass
-class TaskRecord:
-    task: pb.Task
-    principal: str | None
-    runner: asyncio.Task[None] | None = field(default=None, repr=False)
+# A change of a stored task: edits it in place, True when it changed.
+Transition = Callable[[pb.Task], bool]
 
 
-def _now() -> Timestamp:
+def now_timestamp() -> Timestamp:
     ts = Timestamp()
     ts.GetCurrentTime()
     return ts
@@ -50,93 +65,266 @@ def agent_message(text: str, *, context_id: str, task_id: str) -> pb.Message:
     )
 
 
-class TaskStore:
-    def __init__(self, max_tasks: int = MAX_TASKS) -> None:
-        self.max_tasks = max_tasks
-        self._records: OrderedDict[str, TaskRecord] = OrderedDict()
+def new_task(message: pb.Message, *, context_id: str, metadata: dict[str, object]) -> pb.Task:
+    """A working task for ``message``, with a new id."""
+    task_id = uuid.uuid4().hex
+    user_message = pb.Message()
+    user_message.CopyFrom(message)
+    user_message.context_id = context_id
+    user_message.task_id = task_id
+    task = pb.Task(
+        id=task_id,
+        context_id=context_id,
+        status=pb.TaskStatus(state=pb.TASK_STATE_WORKING, timestamp=now_timestamp()),
+        history=[user_message],
+    )
+    task.metadata.update(metadata)
+    return task
 
-    def create(
-        self,
-        message: pb.Message,
-        *,
-        context_id: str,
-        principal: str | None,
-        metadata: dict[str, object],
-    ) -> TaskRecord:
-        task_id = uuid.uuid4().hex
-        user_message = pb.Message()
-        user_message.CopyFrom(message)
-        user_message.context_id = context_id
-        user_message.task_id = task_id
-        task = pb.Task(
-            id=task_id,
-            context_id=context_id,
-            status=pb.TaskStatus(state=pb.TASK_STATE_WORKING, timestamp=_now()),
-            history=[user_message],
-        )
-        task.metadata.update(metadata)
-        record = TaskRecord(task=task, principal=principal)
-        self._records[task_id] = record
-        while len(self._records) > self.max_tasks:
-            self._records.popitem(last=False)
-        return record
 
-    def get(self, task_id: str, principal: str | None) -> TaskRecord | None:
-        record = self._records.get(task_id)
-        if record is None:
-            return None
-        if record.principal is not None and record.principal != principal:
-            # Someone else's task does not exist for this caller.
-            return None
-        return record
+def is_terminal(task: pb.Task) -> bool:
+    return task.status.state in TERMINAL_STATES
 
-    def list(self, principal: str | None, context_id: str | None) -> list[TaskRecord]:
-        return [
-            r
-            for r in reversed(self._records.values())
-            if (r.principal is None or r.principal == principal)
-            and (not context_id or r.task.context_id == context_id)
-        ]
 
-    @staticmethod
-    def complete(record: TaskRecord, text: str) -> None:
-        task = record.task
-        if task.status.state in TERMINAL_STATES:
-            return
+def completed(text: str) -> Transition:
+    def change(task: pb.Task) -> bool:
+        if is_terminal(task):
+            return False
         reply = agent_message(text, context_id=task.context_id, task_id=task.id)
         task.artifacts.append(
             pb.Artifact(artifact_id=uuid.uuid4().hex, name="answer", parts=[pb.Part(text=text)])
         )
         task.history.append(reply)
-        task.status.CopyFrom(pb.TaskStatus(state=pb.TASK_STATE_COMPLETED, timestamp=_now()))
+        task.status.CopyFrom(
+            pb.TaskStatus(state=pb.TASK_STATE_COMPLETED, timestamp=now_timestamp())
+        )
+        return True
 
-    @staticmethod
-    def fail(record: TaskRecord, reason: str) -> None:
-        task = record.task
-        if task.status.state in TERMINAL_STATES:
-            return
+    return change
+
+
+def failed(reason: str) -> Transition:
+    def change(task: pb.Task) -> bool:
+        if is_terminal(task):
+            return False
         task.status.CopyFrom(
             pb.TaskStatus(
                 state=pb.TASK_STATE_FAILED,
                 message=agent_message(reason, context_id=task.context_id, task_id=task.id),
-                timestamp=_now(),
+                timestamp=now_timestamp(),
             )
         )
-
-    @staticmethod
-    def cancel(record: TaskRecord) -> bool:
-        """Cancel a task that is still running; False when it already ended."""
-        task = record.task
-        if task.status.state in TERMINAL_STATES:
-            return False
-        if record.runner is not None:
-            record.runner.cancel()
-        task.status.CopyFrom(pb.TaskStatus(state=pb.TASK_STATE_CANCELED, timestamp=_now()))
         return True
 
-    async def close(self) -> None:
-        runners = [r.runner for r in self._records.values() if r.runner is not None]
-        for runner in runners:
-            runner.cancel()
-        if runners:
-            await asyncio.gather(*runners, return_exceptions=True)
+    return change
+
+
+def canceled(task: pb.Task) -> bool:
+    if is_terminal(task):
+        return False
+    task.status.CopyFrom(pb.TaskStatus(state=pb.TASK_STATE_CANCELED, timestamp=now_timestamp()))
+    return True
+
+
+def visible(owner: str | None, caller: str | None) -> bool:
+    """Whether a task of ``owner`` exists for ``caller``."""
+    return owner is None or owner == caller
+
+
+class TaskStoreUnavailable(KaosError):
+    """The store could not be reached or refused an operation (the driver's error is
+    logged by the store, by class only: its text may name the server)."""
+
+    status = 503
+    code = "task_store_unavailable"
+
+    def __init__(self) -> None:
+        super().__init__("the task store is unavailable")
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """What a cancel request found: the task (``None``: not found for the caller), and
+    whether this request canceled it (False: it had already ended)."""
+
+    task: pb.Task | None
+    canceled: bool
+
+
+class TaskStore(abc.ABC):
+    """Where A2A tasks live. Every method is safe to call from any replica sharing it."""
+
+    # Whether other replicas read and write the same tasks (leases and cancel requests
+    # then cross processes).
+    shared: bool = False
+
+    async def start(self) -> None:  # noqa: B027 - a hook: a store in memory opens nothing
+        """Open connections and create the schema (idempotent)."""
+
+    async def close(self) -> None:  # noqa: B027 - a hook, as ``start``
+        """Release connections; the store is not used afterwards."""
+
+    @abc.abstractmethod
+    async def create(self, task: pb.Task, *, principal: str | None, runner: str) -> None:
+        """Store a new working task owned by ``principal``, its lease held by ``runner``."""
+
+    @abc.abstractmethod
+    async def get(self, task_id: str, principal: str | None) -> pb.Task | None:
+        """The task, if it exists for ``principal``."""
+
+    @abc.abstractmethod
+    async def list_tasks(
+        self, principal: str | None, context_id: str | None, limit: int
+    ) -> tuple[list[pb.Task], int]:
+        """The newest ``limit`` tasks visible to ``principal`` (of one context, if given),
+        and how many there are in all."""
+
+    @abc.abstractmethod
+    async def finish(self, task_id: str, change: Transition) -> pb.Task | None:
+        """Apply a terminal transition unless the task already ended; the stored task
+        afterwards (``None``: gone). The lease is cleared."""
+
+    @abc.abstractmethod
+    async def cancel(self, task_id: str, principal: str | None) -> Cancel:
+        """End the task as canceled for ``principal`` and ask its runner to stop it."""
+
+    @abc.abstractmethod
+    async def renew(self, runner: str, task_ids: Sequence[str]) -> None:
+        """Extend the leases ``runner`` holds on these working tasks."""
+
+    @abc.abstractmethod
+    async def cancel_requested(self, task_ids: Sequence[str]) -> list[str]:
+        """Which of these tasks a cancel was requested for."""
+
+    @abc.abstractmethod
+    async def expire_leases(self, limit: int = SWEEP_LIMIT) -> int:
+        """Fail working tasks whose lease lapsed (``LAPSED_LEASE``); how many."""
+
+    @abc.abstractmethod
+    async def sweep(self, retention_seconds: float, limit: int = SWEEP_LIMIT) -> int:
+        """Delete finished tasks not updated for ``retention_seconds``; how many."""
+
+    @abc.abstractmethod
+    async def try_lease(self, name: str, holder: str, seconds: float) -> bool:
+        """Take (or keep) the named lease for ``seconds``; False while another holds it."""
+
+    async def listen_cancels(self, on_cancel: Callable[[str], None]) -> None:  # noqa: B027
+        """Call ``on_cancel(task_id)`` for each cancel requested on another replica, until
+        cancelled; a store without notifications returns at once (``cancel_requested``
+        is polled instead)."""
+
+
+@dataclass
+class _Row:
+    task: pb.Task
+    principal: str | None
+    runner: str | None
+    lease_until: float | None
+    updated_at: float
+    cancel_requested: bool = False
+
+
+class MemoryTaskStore(TaskStore):
+    """One pod's tasks in its memory: bounded (oldest first out), lost with the pod."""
+
+    def __init__(
+        self,
+        *,
+        lease_seconds: float = 30.0,
+        max_tasks: int = MAX_TASKS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.lease_seconds = lease_seconds
+        self.max_tasks = max_tasks
+        self.clock = clock
+        self._rows: OrderedDict[str, _Row] = OrderedDict()
+        self._leases: dict[str, tuple[str, float]] = {}
+
+    async def create(self, task: pb.Task, *, principal: str | None, runner: str) -> None:
+        now = self.clock()
+        self._rows[task.id] = _Row(_copy(task), principal, runner, now + self.lease_seconds, now)
+        while len(self._rows) > self.max_tasks:
+            self._rows.popitem(last=False)
+
+    async def get(self, task_id: str, principal: str | None) -> pb.Task | None:
+        row = self._rows.get(task_id)
+        if row is None or not visible(row.principal, principal):
+            return None
+        return _copy(row.task)
+
+    async def list_tasks(
+        self, principal: str | None, context_id: str | None, limit: int
+    ) -> tuple[list[pb.Task], int]:
+        rows = [
+            r
+            for r in reversed(self._rows.values())
+            if visible(r.principal, principal)
+            and (not context_id or r.task.context_id == context_id)
+        ]
+        return [_copy(r.task) for r in rows[:limit]], len(rows)
+
+    async def finish(self, task_id: str, change: Transition) -> pb.Task | None:
+        row = self._rows.get(task_id)
+        if row is None:
+            return None
+        if change(row.task):
+            row.updated_at = self.clock()
+            row.lease_until = None
+        return _copy(row.task)
+
+    async def cancel(self, task_id: str, principal: str | None) -> Cancel:
+        row = self._rows.get(task_id)
+        if row is None or not visible(row.principal, principal):
+            return Cancel(None, False)
+        done = canceled(row.task)
+        if done:
+            row.cancel_requested = True
+            row.updated_at = self.clock()
+            row.lease_until = None
+        return Cancel(_copy(row.task), done)
+
+    async def renew(self, runner: str, task_ids: Sequence[str]) -> None:
+        until = self.clock() + self.lease_seconds
+        for task_id in task_ids:
+            row = self._rows.get(task_id)
+            if row is not None and row.runner == runner and not is_terminal(row.task):
+                row.lease_until = until
+
+    async def cancel_requested(self, task_ids: Sequence[str]) -> list[str]:
+        return [i for i in task_ids if (r := self._rows.get(i)) is not None and r.cancel_requested]
+
+    async def expire_leases(self, limit: int = SWEEP_LIMIT) -> int:
+        now, change, count = self.clock(), failed(LAPSED_LEASE), 0
+        for row in self._rows.values():
+            if count >= limit:
+                break
+            lapsed = row.lease_until is not None and row.lease_until < now
+            if lapsed and change(row.task):
+                row.updated_at, row.lease_until = now, None
+                count += 1
+        return count
+
+    async def sweep(self, retention_seconds: float, limit: int = SWEEP_LIMIT) -> int:
+        cutoff = self.clock() - retention_seconds
+        old = [
+            task_id
+            for task_id, row in self._rows.items()
+            if is_terminal(row.task) and row.updated_at < cutoff
+        ][:limit]
+        for task_id in old:
+            del self._rows[task_id]
+        return len(old)
+
+    async def try_lease(self, name: str, holder: str, seconds: float) -> bool:
+        now = self.clock()
+        current = self._leases.get(name)
+        if current is not None and current[0] != holder and current[1] > now:
+            return False
+        self._leases[name] = (holder, now + seconds)
+        return True
+
+
+def _copy(task: pb.Task) -> pb.Task:
+    out = pb.Task()
+    out.CopyFrom(task)
+    return out

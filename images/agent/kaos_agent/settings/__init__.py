@@ -9,6 +9,7 @@ from kaos_agent.settings.memory import AgentMemorySettings, MemoryTools, MemoryT
 from kaos_agent.settings.model import ModelSettings, ModelTools, Sampling
 from kaos_agent.settings.run import DelegationSettings, McpServers, RunBudget, ToolSettings
 from kaos_agent.settings.service import GROUPS, AgentSettings
+from kaos_agent.settings.tasks import TaskStoreSettings, TaskStoreType
 
 __all__ = [
     "GROUPS",
@@ -26,5 +27,7 @@ __all__ = [
     "ModelTools",
     "RunBudget",
     "Sampling",
+    "TaskStoreSettings",
+    "TaskStoreType",
     "ToolSettings",
 ]

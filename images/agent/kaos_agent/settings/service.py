@@ -28,6 +28,7 @@ from kaos_agent.settings.identity import AgentIdentity, AgentServer
 from kaos_agent.settings.memory import AgentMemorySettings
 from kaos_agent.settings.model import ModelSettings
 from kaos_agent.settings.run import DelegationSettings, McpServers, RunBudget, ToolSettings
+from kaos_agent.settings.tasks import TaskStoreSettings
 
 
 class AgentSettings(VerifiedIdentity):
@@ -56,6 +57,7 @@ class AgentSettings(VerifiedIdentity):
     delegation: DelegationSettings = group(DelegationSettings.title)
     memory: AgentMemorySettings = group(AgentMemorySettings.title)
     autonomous_mode: AutonomousMode = group(AutonomousMode.title)
+    task_store: TaskStoreSettings = group(TaskStoreSettings.title)
     limits: HttpLimits = group(HttpLimits.title)
     telemetry: TelemetrySettings = group(TelemetrySettings.title)
     user_rbac: UserRbac = group(UserRbac.title)
@@ -128,6 +130,7 @@ GROUPS: dict[str, str] = {
     "delegation": DelegationSettings.title,
     "memory": AgentMemorySettings.title,
     "autonomous_mode": AutonomousMode.title,
+    "task_store": TaskStoreSettings.title,
     "callers": "Verified agent identity (delegation)",
     "users": "Verified user identity",
     "user_rbac": UserRbac.title,

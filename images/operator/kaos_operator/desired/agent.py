@@ -1,4 +1,5 @@
-"""An Agent's desired Deployment and Service, and the environment its runtime reads.
+"""An Agent's desired Deployment and Service, and the environment its runtime reads
+(where its tasks are kept and how its pods are replaced: ``agent_tasks``).
 
 The read-scope rules live here too, as pure functions, because they decide both the
 environment and whether the operator refuses the binding: an agent never reads wider
@@ -17,9 +18,10 @@ from kaos_core.endpoints import format_endpoints
 from kaos_core.memory.contract import scope_rank
 from kaos_core.wire import agent_identity
 
-from kaos_operator.desired import egress, security
+from kaos_operator.desired import agent_tasks, egress, security
 from kaos_operator.desired.common import (
     AGENT_PORT,
+    NONROOT_UID,
     Endpoint,
     Obj,
     bool_env,
@@ -90,6 +92,8 @@ class AgentContext:
     # The model cannot call tools (its ModelAPI's capabilities say so): the runtime starts
     # without any (MODEL_TOOLS=off).
     tools_off: bool = False
+    # Where a local task store keeps its file: the claim's mount in a pod.
+    tasks_dir: str = agent_tasks.TASKS_DIR
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,7 @@ def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
     # Posture: from the operator only, never from the Agent.
     env[names.MEMORY_REQUIRE_PRINCIPAL] = bool_env(ctx.posture.require_principal)
     env[names.MEMORY_REQUIRE_AGENT_IDENTITY] = bool_env(ctx.posture.require_agent_identity)
+    env.update(agent_tasks.task_store_env(agent, ctx.tasks_dir))
     if cfg.autonomous is not None:
         env[names.AUTONOMOUS_GOAL] = cfg.autonomous.goal
         env[names.AUTONOMOUS_INTERVAL_SECONDS] = str(cfg.autonomous.interval_seconds)
@@ -219,34 +224,54 @@ def agent_deployment(agent: Agent, ctx: AgentContext) -> Obj:
     if secured:
         # Pod paths, so here and not in agent_env (a local stack has no such mounts).
         env.update(security.agent_security_env(ctx.posture))
+    tasks_volume = agent_tasks.tasks_volume(agent)
+    mounts = [security.token_mount(), security.callers_mount()] if secured else []
+    volumes = [security.token_volume(), security.callers_volume(agent.name)] if secured else []
+    if tasks_volume is not None:
+        mounts.append(agent_tasks.tasks_mount(ctx.tasks_dir))
+        volumes.append(tasks_volume)
     main = container(
         "agent",
         spec.image or ctx.images.agent,
         ctx.images.pull_policy,
         port=AGENT_PORT,
         command=["kaos-agent"],
-        env=env_list(env),
+        env=env_list(env) + agent_tasks.task_store_refs(agent),
         resources=spec.resources,
         readiness=http_probe("/readyz"),
         liveness=http_probe("/healthz"),
-        volume_mounts=[security.token_mount(), security.callers_mount()] if secured else None,
+        volume_mounts=mounts or None,
         security=restricted_security_context(),
+        lifecycle=agent_tasks.lifecycle(),
     )
+    pod_security: Obj = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    if tasks_volume is not None:
+        # The claim's files writable by the image's user.
+        pod_security["fsGroup"] = NONROOT_UID
     dep = deployment(
         agent,
         container=main,
         replicas=spec.replicas,
-        volumes=[security.token_volume(), security.callers_volume(agent.name)] if secured else None,
-        pod_security={"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        volumes=volumes or None,
+        strategy=agent_tasks.rollout_strategy(agent),
+        pod_security=pod_security,
         service_account=security.agent_service_account(agent.name) if secured else None,
+        termination_grace_seconds=agent_tasks.grace_seconds(agent),
     )
     return with_overrides(dep, spec, reserved=RESERVED_ENV)
 
 
 def desired_agent_objects(agent: Agent, ctx: AgentContext) -> list[Obj]:
-    """The Deployment and Service of an Agent, owned by it; with security on also its
+    """The Deployment and Service of an Agent, owned by it; the claim of a local task
+    store (first: a pod created before its claim is unschedulable until it appears); a
+    PodDisruptionBudget with more than one replica; with security on also its
     ServiceAccount, callers ConfigMap and NetworkPolicy."""
-    objects = [agent_deployment(agent, ctx), service(agent, AGENT_PORT)]
+    claim = agent_tasks.tasks_claim(agent)
+    objects = [claim] if claim is not None else []
+    objects += [agent_deployment(agent, ctx), service(agent, AGENT_PORT)]
+    budget = agent_tasks.agent_disruption_budget(agent)
+    if budget is not None:
+        objects.append(budget)
     objects += route_objects(agent, AGENT_PORT, agent.spec.gateway_route, ctx.gateway)
     if ctx.posture.security_enabled:
         objects += [

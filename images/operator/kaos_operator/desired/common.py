@@ -114,13 +114,17 @@ def deployment(
     container: Obj,
     replicas: int,
     volumes: list[Obj] | None = None,
-    strategy: str = "RollingUpdate",
+    strategy: str | Obj = "RollingUpdate",
     pod_annotations: Mapping[str, str] | None = None,
     pod_security: Obj | None = None,
     affinity: Obj | None = None,
     service_account: str | None = None,
+    termination_grace_seconds: int | None = None,
 ) -> Obj:
+    """``strategy``: a type (``RollingUpdate``, ``Recreate``) or a whole strategy object."""
     pod_spec: Obj = {"containers": [container]}
+    if termination_grace_seconds is not None:
+        pod_spec["terminationGracePeriodSeconds"] = termination_grace_seconds
     if service_account is not None:
         # Its own identity, and only the tokens the pod mounts explicitly.
         pod_spec["serviceAccountName"] = service_account
@@ -142,7 +146,7 @@ def deployment(
             "replicas": replicas,
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": selector_labels(owner)},
-            "strategy": {"type": strategy},
+            "strategy": {"type": strategy} if isinstance(strategy, str) else dict(strategy),
             "template": {"metadata": template_meta, "spec": pod_spec},
         },
     }
@@ -162,6 +166,7 @@ def container(
     liveness: Obj | None = None,
     volume_mounts: list[Obj] | None = None,
     security: Obj | None = None,
+    lifecycle: Obj | None = None,
 ) -> Obj:
     out: Obj = {"name": name, "image": image, "imagePullPolicy": pull_policy}
     if command is not None:
@@ -180,7 +185,33 @@ def container(
         out["volumeMounts"] = volume_mounts
     if security is not None:
         out["securityContext"] = security
+    if lifecycle is not None:
+        out["lifecycle"] = lifecycle
     return out
+
+
+def claim(owner: CustomObject, name: str, size: str, storage_class: str | None) -> Obj:
+    """A ReadWriteOnce PersistentVolumeClaim owned by ``owner`` (no class: the default)."""
+    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata(owner, name),
+        "spec": spec,
+    }
+
+
+def disruption_budget(owner: CustomObject, budget: Mapping[str, int]) -> Obj:
+    """A PodDisruptionBudget over the owner's pods; ``budget`` is its ``minAvailable`` or
+    ``maxUnavailable``."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(owner),
+        "spec": {**budget, "selector": {"matchLabels": selector_labels(owner)}},
+    }
 
 
 def bool_env(value: bool) -> str:

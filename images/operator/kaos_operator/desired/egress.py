@@ -10,7 +10,8 @@ verification needs, a tracing collector). Beyond that:
 =============  =================================================================
 Agent          its ModelAPI's pods, its MCP servers' pods, its MemoryStore's pods
                (remote memory, port 8080), the pods of the Agents in its
-               ``agentNetwork.access`` (port 8000)
+               ``agentNetwork.access`` (port 8000); ``taskStore.egress`` (an
+               external task store: its database)
 MemoryStore    the pods of its summarisation and embedding ModelAPIs; ``spec.egress``
                (storage external: its database)
 MCPServer      ``spec.egress`` (the APIs its tools call)
@@ -115,7 +116,9 @@ def agent_egress(agent: Agent, posture: Posture) -> list[Obj]:
         pods_rule("MemoryStore", [store] if store else [], MEMORY_PORT),
         pods_rule("Agent", spec.agent_network.access, AGENT_PORT),
     ]
-    return egress_rules(posture, pods)
+    tasks = spec.task_store
+    blocks = tasks.egress if tasks is not None and tasks.type == "external" else []
+    return egress_rules(posture, pods, blocks)
 
 
 def memory_store_egress(store: MemoryStore, posture: Posture) -> list[Obj]:

@@ -25,11 +25,12 @@ from kaos_operator.desired.common import (
     NONROOT_UID,
     Obj,
     bool_env,
+    claim,
     container,
     deployment,
+    disruption_budget,
     env_list,
     http_probe,
-    metadata,
     restricted_security_context,
     selector_labels,
     service,
@@ -158,27 +159,7 @@ def memory_store_env(store: MemoryStore, ctx: MemoryStoreContext) -> dict[str, s
 
 def _pvc(store: MemoryStore) -> Obj:
     storage = store.spec.storage
-    spec: Obj = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": storage.size}},
-    }
-    if storage.storage_class_name:
-        spec["storageClassName"] = storage.storage_class_name
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": metadata(store, pvc_name(store)),
-        "spec": spec,
-    }
-
-
-def _pdb(store: MemoryStore) -> Obj:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": metadata(store),
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": selector_labels(store)}},
-    }
+    return claim(store, pvc_name(store), storage.size, storage.storage_class_name)
 
 
 def _spread(store: MemoryStore) -> Obj:
@@ -323,7 +304,7 @@ def desired_memorystore_objects(store: MemoryStore, ctx: MemoryStoreContext) -> 
     objects = [_pvc(store)] if store.spec.storage.type == "local" else []
     objects += [memory_store_deployment(store, ctx), service(store, MEMORY_PORT)]
     if store.spec.effective_replicas() >= 2:
-        objects.append(_pdb(store))
+        objects.append(disruption_budget(store, {"minAvailable": 1}))
     if ctx.posture.security_enabled:
         objects += [
             security.callers_config_map(store, ctx.callers),

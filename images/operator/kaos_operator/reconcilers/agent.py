@@ -1,6 +1,8 @@
 """Agent: resolve ModelAPI, MCP servers, store and peers; hold new Agents until they are
 Ready; keep running ones serving (with MemoryDegraded) when their store goes away; start
-them without tools (ToolsSupported=False) when their model is known not to call tools."""
+them without tools (ToolsSupported=False) when their model is known not to call tools;
+say whether every replica answers for every task (TasksShared), with a Warning Event
+when replicas keep their tasks apart (run as asked: existing Agents do)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ from kaos_core import agent_env as names
 from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 from kaos_core.crds.agent import ReadScope
 
-from kaos_operator.desired import AgentContext, Endpoint, desired_agent_objects, security
+from kaos_operator.desired import (
+    AgentContext,
+    Endpoint,
+    agent_tasks,
+    desired_agent_objects,
+    security,
+)
 from kaos_operator.desired.agent import agent_endpoint, agent_refusal, memory_mode
 from kaos_operator.desired.mcpserver import mcp_endpoint
 from kaos_operator.desired.memorystore import memory_store_endpoint
@@ -150,6 +158,7 @@ class AgentReconciler(Reconciler[Agent]):
             status.condition(reasons.READY, False, refusal.reason, refusal.message)
             status.fields.update(phase=reasons.PHASE_FAILED, message=refusal.message)
             return
+        await self.tasks_status(agent, status)
 
         if found.problems:
             first_reason = found.problems[0][0]
@@ -214,8 +223,24 @@ class AgentReconciler(Reconciler[Agent]):
         # No message while it waits on nothing but its rollout (the workload's cause, if
         # one is found, puts its own).
         status.fields["message"] = None
-        dep = await self.workload_status(agent, status, self.owned_deployment(agent))
+        dep = await self.workload_status(
+            agent,
+            status,
+            self.owned_deployment(agent),
+            storage_field="spec.taskStore.storageClassName",
+        )
         status.fields.update(replicas=dep.replicas, readyReplicas=dep.ready_replicas)
+
+    async def tasks_status(self, agent: Agent, status: StatusBuilder) -> None:
+        """Condition TasksShared; a Warning Event when it turns False (replicas that keep
+        their tasks in their own memory). The Agent runs as asked all the same."""
+        shared = agent_tasks.tasks_shared(agent)
+        status.condition(reasons.TASKS_SHARED, shared.status, shared.reason, shared.message)
+        if shared.status:
+            return
+        raw = self.ctx.resource(self.kind, agent.namespace, agent.name)
+        if raw is not None and _condition_status(raw, reasons.TASKS_SHARED) != "False":
+            await self.ctx.record_event(raw, "Warning", shared.reason, shared.message)
 
     async def tools_status(
         self, agent: Agent, found: Resolution, model: str, status: StatusBuilder
@@ -239,13 +264,13 @@ class AgentReconciler(Reconciler[Agent]):
         )
         status.condition(reasons.TOOLS_SUPPORTED, False, reasons.MODEL_CANNOT_CALL_TOOLS, message)
         raw = self.ctx.resource(self.kind, agent.namespace, agent.name)
-        before = next(
-            (
-                c
-                for c in ((raw or {}).get("status") or {}).get("conditions") or []
-                if c.get("type") == reasons.TOOLS_SUPPORTED
-            ),
-            None,
-        )
-        if raw is not None and (before or {}).get("status") != "False":
+        if raw is not None and _condition_status(raw, reasons.TOOLS_SUPPORTED) != "False":
             await self.ctx.record_event(raw, "Warning", reasons.MODEL_CANNOT_CALL_TOOLS, message)
+
+
+def _condition_status(raw: Obj, type_: str) -> str | None:
+    """The status of the stored object's condition ``type_`` (None: it has none)."""
+    for c in (raw.get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return str(c.get("status"))
+    return None

@@ -1,0 +1,243 @@
+"""A2A tasks in PostgreSQL (``TASK_STORE_TYPE=external``): shared by every replica of the
+Agent, so any of them answers for any task and a finished task outlives its pod.
+
+psycopg 3 on the event loop, with a small pool; imported only when this store is
+configured (``kaos_agent.a2a.stores``), so an agent on another store never loads it.
+The schema is created at start under a transaction-scoped advisory lock, so replicas
+starting together do not race on it. A transition reads the row ``FOR UPDATE`` and
+writes it back in one transaction; the lapsed-lease sweep takes its rows ``SKIP LOCKED``
+so replicas sweeping together share the work. A cancel notifies ``CANCEL_CHANNEL`` with
+the task's id (delivered at commit): the replica running it listens on a dedicated
+connection (reconnected with backoff after a loss) and stops the run; the bounded poll
+of ``cancel_requested`` (``kaos_agent.a2a.runs``) covers notifications missed meanwhile.
+The DSN is never logged: a driver error is logged by class and SQLSTATE only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import psycopg
+from a2a.types import a2a_pb2 as pb
+from kaos_core.backoff import capped_backoff
+from psycopg_pool import AsyncConnectionPool
+
+from kaos_agent.a2a import sql_store as sql
+from kaos_agent.a2a.tasks import (
+    LAPSED_LEASE,
+    SWEEP_LIMIT,
+    Cancel,
+    TaskStore,
+    TaskStoreUnavailable,
+    Transition,
+    canceled,
+    failed,
+    visible,
+)
+
+log = logging.getLogger(__name__)
+
+CANCEL_CHANNEL = "kaos_agent_task_cancel"
+POOL_SIZE = 4
+
+
+@contextlib.contextmanager
+def _driver_errors(operation: str) -> Any:
+    try:
+        yield
+    except psycopg.Error as exc:
+        log.warning(
+            "task store operation failed",
+            extra={"operation": operation, "error": type(exc).__name__, "sqlstate": exc.sqlstate},
+        )
+        raise TaskStoreUnavailable() from None
+
+
+class PostgresTaskStore(TaskStore):
+    shared = True
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        lease_seconds: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        start_timeout: float = 30.0,
+    ) -> None:
+        self._dsn = dsn
+        self.start_timeout = start_timeout
+        self.lease_seconds = lease_seconds
+        self.clock = clock
+        self._pool: AsyncConnectionPool[Any] | None = None
+
+    def __repr__(self) -> str:  # never the DSN
+        return "PostgresTaskStore()"
+
+    async def start(self) -> None:
+        with _driver_errors("start"):
+            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                self._dsn,
+                kwargs={"autocommit": True},
+                min_size=1,
+                max_size=POOL_SIZE,
+                open=False,
+                timeout=10.0,
+            )
+            await pool.open(wait=True, timeout=self.start_timeout)
+            self._pool = pool
+            async with self._transaction() as cur:
+                await cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (sql.TASKS,))
+                for statement in sql.schema("BYTEA"):
+                    await cur.execute(statement)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[psycopg.AsyncCursor[Any]]:
+        if self._pool is None:
+            raise RuntimeError("the task store is not started")
+        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cur
+
+    async def create(self, task: pb.Task, *, principal: str | None, runner: str) -> None:
+        params = sql.insert_params(
+            task,
+            principal=principal,
+            runner=runner,
+            now=self.clock(),
+            lease_seconds=self.lease_seconds,
+        )
+        with _driver_errors("create"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.INSERT, params)
+
+    async def get(self, task_id: str, principal: str | None) -> pb.Task | None:
+        with _driver_errors("get"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.SELECT_ONE, (task_id,))
+                row = await cur.fetchone()
+        if row is None or not visible(row[0], principal):
+            return None
+        return sql.decode(row[1])
+
+    async def list_tasks(
+        self, principal: str | None, context_id: str | None, limit: int
+    ) -> tuple[list[pb.Task], int]:
+        where, params = sql.list_query(principal, context_id)
+        page, count = sql.list_statements(where)
+        with _driver_errors("list"):
+            async with self._transaction() as cur:
+                await cur.execute(page, (*params, limit))
+                rows = await cur.fetchall()
+                await cur.execute(count, params)
+                total = await cur.fetchone()
+        return [sql.decode(r[0]) for r in rows], int(total[0]) if total else 0
+
+    async def _change(
+        self,
+        cur: psycopg.AsyncCursor[Any],
+        task_id: str,
+        change: Transition,
+        *,
+        principal: str | None = None,
+        check_owner: bool = False,
+        cancel: bool = False,
+    ) -> tuple[pb.Task | None, bool]:
+        await cur.execute(sql.SELECT_ONE + " FOR UPDATE", (task_id,))
+        row = await cur.fetchone()
+        if row is None or (check_owner and not visible(row[0], principal)):
+            return None, False
+        task = sql.decode(row[1])
+        if not change(task):
+            return task, False
+        params = (sql.state_name(task), self.clock(), sql.encode(task), cancel, task_id)
+        await cur.execute(sql.UPDATE, params)
+        return task, True
+
+    async def finish(self, task_id: str, change: Transition) -> pb.Task | None:
+        with _driver_errors("finish"):
+            async with self._transaction() as cur:
+                task, _ = await self._change(cur, task_id, change)
+        return task
+
+    async def cancel(self, task_id: str, principal: str | None) -> Cancel:
+        with _driver_errors("cancel"):
+            async with self._transaction() as cur:
+                task, done = await self._change(
+                    cur, task_id, canceled, principal=principal, check_owner=True, cancel=True
+                )
+                if done:
+                    await cur.execute("SELECT pg_notify(%s, %s)", (CANCEL_CHANNEL, task_id))
+        return Cancel(task, done)
+
+    async def renew(self, runner: str, task_ids: Sequence[str]) -> None:
+        if not task_ids:
+            return
+        statement = (
+            f"UPDATE {sql.TASKS} SET lease_until = %s WHERE runner = %s"
+            " AND lease_until IS NOT NULL AND id = ANY(%s)"
+        )
+        with _driver_errors("renew"):
+            async with self._transaction() as cur:
+                until = self.clock() + self.lease_seconds
+                await cur.execute(statement, (until, runner, list(task_ids)))
+
+    async def cancel_requested(self, task_ids: Sequence[str]) -> list[str]:
+        if not task_ids:
+            return []
+        statement = f"SELECT id FROM {sql.TASKS} WHERE cancel_requested AND id = ANY(%s)"
+        with _driver_errors("cancel_requested"):
+            async with self._transaction() as cur:
+                await cur.execute(statement, (list(task_ids),))
+                return [r[0] for r in await cur.fetchall()]
+
+    async def expire_leases(self, limit: int = SWEEP_LIMIT) -> int:
+        change = failed(LAPSED_LEASE)
+        with _driver_errors("expire_leases"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.EXPIRED + " FOR UPDATE SKIP LOCKED", (self.clock(), limit))
+                ids = [r[0] for r in await cur.fetchall()]
+                count = 0
+                for task_id in ids:
+                    _, done = await self._change(cur, task_id, change)
+                    count += done
+        return count
+
+    async def sweep(self, retention_seconds: float, limit: int = SWEEP_LIMIT) -> int:
+        with _driver_errors("sweep"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.SWEEP, (self.clock() - retention_seconds, limit))
+                return cur.rowcount
+
+    async def try_lease(self, name: str, holder: str, seconds: float) -> bool:
+        now = self.clock()
+        with _driver_errors("try_lease"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.TAKE_LEASE, (name, holder, now + seconds, now))
+                return await cur.fetchone() is not None
+
+    async def listen_cancels(self, on_cancel: Callable[[str], None]) -> None:
+        attempt = 0
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+                async with conn:
+                    await conn.execute(f"LISTEN {CANCEL_CHANNEL}")
+                    attempt = 0
+                    async for notice in conn.notifies():
+                        on_cancel(notice.payload)
+            except psycopg.Error as exc:
+                log.warning(
+                    "task cancel listener lost its connection",
+                    extra={"error": type(exc).__name__, "sqlstate": exc.sqlstate},
+                )
+            await asyncio.sleep(capped_backoff(attempt, base=0.5, cap=30.0))
+            attempt += 1

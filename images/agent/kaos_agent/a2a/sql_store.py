@@ -1,0 +1,137 @@
+"""What the SQL task stores share: the schema, the statements and the row codec.
+
+Both ``kaos_agent.a2a.sqlite_store`` and ``kaos_agent.a2a.pg_store`` keep one row per task:
+its id, context, owner and state as columns (what ``list``, the lease check and the
+retention sweep select on) and the task itself as the protobuf's serialized bytes (the
+state column mirrors ``task.status.state``). Times are seconds since the epoch as each
+replica's clock reads them; a lease is tens of seconds, far above the skew of synchronized
+clocks. Statements are written with ``%s`` placeholders (psycopg's); SQLite's ``?`` is
+substituted by ``qmark``.
+
+Why not a2a-sdk's ``DatabaseTaskStore``: it needs SQLAlchemy and an async driver
+(asyncpg or aiosqlite), none of which the agent image carries, and it has no leases,
+cancel requests across replicas nor retention; the statements below are that much, on the
+drivers the project already uses (psycopg, the standard library's sqlite3).
+"""
+
+from __future__ import annotations
+
+from a2a.types import a2a_pb2 as pb
+
+from kaos_agent.a2a.tasks import TERMINAL_STATES
+
+TASKS = "kaos_agent_tasks"
+LEASES = "kaos_agent_leases"
+
+
+def schema(blob: str) -> list[str]:
+    """``CREATE ... IF NOT EXISTS`` of the tables and indexes; ``blob``: the bytes type."""
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {TASKS} (
+            id TEXT PRIMARY KEY,
+            context_id TEXT NOT NULL,
+            principal TEXT,
+            state TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            runner TEXT,
+            lease_until DOUBLE PRECISION,
+            cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+            task {blob} NOT NULL
+        )""",
+        f"CREATE INDEX IF NOT EXISTS {TASKS}_principal ON {TASKS} (principal, created_at)",
+        f"CREATE INDEX IF NOT EXISTS {TASKS}_context ON {TASKS} (context_id, created_at)",
+        f"CREATE INDEX IF NOT EXISTS {TASKS}_retention ON {TASKS} (state, updated_at)",
+        f"CREATE INDEX IF NOT EXISTS {TASKS}_lease ON {TASKS} (lease_until)"
+        " WHERE lease_until IS NOT NULL",
+        f"""CREATE TABLE IF NOT EXISTS {LEASES} (
+            name TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            until DOUBLE PRECISION NOT NULL
+        )""",
+    ]
+
+
+_TERMINAL = ", ".join(f"'{pb.TaskState.Name(s)}'" for s in sorted(TERMINAL_STATES))
+
+INSERT = (
+    f"INSERT INTO {TASKS} (id, context_id, principal, state, created_at, updated_at, runner,"
+    " lease_until, cancel_requested, task) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, FALSE, %s)"
+)
+SELECT_ONE = f"SELECT principal, task FROM {TASKS} WHERE id = %s"
+# A transition written back: the lease ends with the task's run; a cancel marks the row.
+UPDATE = (
+    f"UPDATE {TASKS} SET state = %s, updated_at = %s, task = %s, lease_until = NULL,"
+    " cancel_requested = (cancel_requested OR %s) WHERE id = %s"
+)
+VISIBLE = "(principal IS NULL OR principal = %s)"
+ANONYMOUS = "principal IS NULL"
+EXPIRED = (
+    f"SELECT id FROM {TASKS} WHERE lease_until IS NOT NULL AND lease_until < %s"
+    " ORDER BY lease_until LIMIT %s"
+)
+SWEEP = (
+    f"DELETE FROM {TASKS} WHERE id IN (SELECT id FROM {TASKS} WHERE state IN ({_TERMINAL})"
+    " AND updated_at < %s ORDER BY updated_at LIMIT %s)"
+)
+# Taken when free, lapsed or already ours; no row back: another replica holds it.
+TAKE_LEASE = (
+    f"INSERT INTO {LEASES} (name, holder, until) VALUES (%s, %s, %s)"
+    " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until"
+    f" WHERE {LEASES}.holder = excluded.holder OR {LEASES}.until < %s RETURNING holder"
+)
+
+
+def list_query(principal: str | None, context_id: str | None) -> tuple[str, list[object]]:
+    """The WHERE clause of a list (without the keyword) and its parameters."""
+    where = [VISIBLE] if principal is not None else [ANONYMOUS]
+    params: list[object] = [principal] if principal is not None else []
+    if context_id:
+        where.append("context_id = %s")
+        params.append(context_id)
+    return " AND ".join(where), params
+
+
+def list_statements(where: str) -> tuple[str, str]:
+    """The page (newest first, ``LIMIT %s``) and the count of a list."""
+    page = f"SELECT task FROM {TASKS} WHERE {where} ORDER BY created_at DESC, id LIMIT %s"
+    return page, f"SELECT count(*) FROM {TASKS} WHERE {where}"
+
+
+def insert_params(
+    task: pb.Task, *, principal: str | None, runner: str, now: float, lease_seconds: float
+) -> tuple[object, ...]:
+    """``INSERT``'s parameters: a new task, its lease held by ``runner``."""
+    state = state_name(task)
+    return (
+        task.id,
+        task.context_id,
+        principal,
+        state,
+        now,
+        now,
+        runner,
+        now + lease_seconds,
+        encode(task),
+    )
+
+
+def state_name(task: pb.Task) -> str:
+    name: str = pb.TaskState.Name(task.status.state)
+    return name
+
+
+def encode(task: pb.Task) -> bytes:
+    data: bytes = task.SerializeToString()
+    return data
+
+
+def decode(data: bytes | memoryview) -> pb.Task:
+    task = pb.Task()
+    task.ParseFromString(bytes(data))
+    return task
+
+
+def qmark(statement: str) -> str:
+    """A statement with SQLite's placeholders."""
+    return statement.replace("%s", "?")

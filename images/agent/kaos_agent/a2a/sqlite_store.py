@@ -1,0 +1,215 @@
+"""A2A tasks in one SQLite file (``TASK_STORE_TYPE=local``): one replica, kept across its
+restarts.
+
+The standard library's ``sqlite3`` in WAL mode, on one connection owned by one worker
+thread: every operation is one transaction run there, so the event loop never waits on
+the disk and no two operations interleave. A restarted pod finds the working tasks of
+its previous life with lapsed leases and fails them (``LAPSED_LEASE``) on its first sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar, cast
+
+from a2a.types import a2a_pb2 as pb
+
+from kaos_agent.a2a import sql_store as sql
+from kaos_agent.a2a.tasks import (
+    LAPSED_LEASE,
+    SWEEP_LIMIT,
+    Cancel,
+    TaskStore,
+    TaskStoreUnavailable,
+    Transition,
+    canceled,
+    failed,
+    visible,
+)
+
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+
+class SqliteTaskStore(TaskStore):
+    def __init__(
+        self, path: Path, *, lease_seconds: float = 30.0, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.path = path
+        self.lease_seconds = lease_seconds
+        self.clock = clock
+        self._executor: ThreadPoolExecutor | None = None
+        self._db: sqlite3.Connection | None = None
+
+    async def start(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kaos-tasks")
+        await self._run(self._open)
+
+    async def close(self) -> None:
+        if self._executor is None:
+            return
+        await self._run(self._close)
+        self._executor.shutdown(wait=True)
+        self._executor = None
+
+    def _open(self, _db: sqlite3.Connection | None = None) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=5000")
+        with _transaction(db):
+            for statement in sql.schema("BLOB"):
+                db.execute(statement)
+        self._db = db
+
+    def _close(self, _db: sqlite3.Connection | None = None) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    async def _run(self, work: Callable[..., T], *args: object) -> T:
+        if self._executor is None:
+            raise RuntimeError("the task store is not started")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, lambda: work(self._db, *args))
+        except sqlite3.Error as exc:
+            # By class only, as the PostgreSQL store does.
+            log.warning("task store operation failed", extra={"error": type(exc).__name__})
+            raise TaskStoreUnavailable() from None
+
+    async def create(self, task: pb.Task, *, principal: str | None, runner: str) -> None:
+        params = sql.insert_params(
+            task,
+            principal=principal,
+            runner=runner,
+            now=self.clock(),
+            lease_seconds=self.lease_seconds,
+        )
+        await self._run(_write, sql.qmark(sql.INSERT), params)
+
+    async def get(self, task_id: str, principal: str | None) -> pb.Task | None:
+        row = await self._run(_one, sql.qmark(sql.SELECT_ONE), (task_id,))
+        if row is None:
+            return None
+        owner, data = cast("tuple[str | None, bytes]", row)
+        return sql.decode(data) if visible(owner, principal) else None
+
+    async def list_tasks(
+        self, principal: str | None, context_id: str | None, limit: int
+    ) -> tuple[list[pb.Task], int]:
+        where, params = sql.list_query(principal, context_id)
+        page, count = (sql.qmark(s) for s in sql.list_statements(where))
+
+        def work(db: sqlite3.Connection) -> tuple[list[pb.Task], int]:
+            rows = db.execute(page, (*params, limit)).fetchall()
+            total = db.execute(count, params).fetchone()[0]
+            return [sql.decode(r[0]) for r in rows], int(total)
+
+        return await self._run(work)
+
+    def _change(
+        self,
+        db: sqlite3.Connection,
+        task_id: str,
+        change: Transition,
+        principal: object,
+        cancel: bool,
+    ) -> tuple[pb.Task | None, bool]:
+        with _transaction(db, immediate=True):
+            row = db.execute(sql.qmark(sql.SELECT_ONE), (task_id,)).fetchone()
+            if row is None:
+                return None, False
+            owner, data = row
+            if principal is not _ANY and not visible(owner, cast("str | None", principal)):
+                return None, False
+            task = sql.decode(data)
+            if not change(task):
+                return task, False
+            params = (sql.state_name(task), self.clock(), sql.encode(task), cancel, task_id)
+            db.execute(sql.qmark(sql.UPDATE), params)
+            return task, True
+
+    async def finish(self, task_id: str, change: Transition) -> pb.Task | None:
+        task, _ = await self._run(self._change, task_id, change, _ANY, False)
+        return task
+
+    async def cancel(self, task_id: str, principal: str | None) -> Cancel:
+        task, done = await self._run(self._change, task_id, canceled, principal, True)
+        return Cancel(task, done)
+
+    async def renew(self, runner: str, task_ids: Sequence[str]) -> None:
+        if not task_ids:
+            return
+        marks = ", ".join("?" for _ in task_ids)
+        statement = (
+            f"UPDATE {sql.TASKS} SET lease_until = ? WHERE runner = ?"
+            f" AND lease_until IS NOT NULL AND id IN ({marks})"
+        )
+        await self._run(_write, statement, (self.clock() + self.lease_seconds, runner, *task_ids))
+
+    async def cancel_requested(self, task_ids: Sequence[str]) -> list[str]:
+        if not task_ids:
+            return []
+        marks = ", ".join("?" for _ in task_ids)
+        statement = f"SELECT id FROM {sql.TASKS} WHERE cancel_requested AND id IN ({marks})"
+
+        def work(db: sqlite3.Connection) -> list[str]:
+            return [r[0] for r in db.execute(statement, tuple(task_ids)).fetchall()]
+
+        return await self._run(work)
+
+    async def expire_leases(self, limit: int = SWEEP_LIMIT) -> int:
+        def work(db: sqlite3.Connection) -> int:
+            ids = [r[0] for r in db.execute(sql.qmark(sql.EXPIRED), (self.clock(), limit))]
+            change = failed(LAPSED_LEASE)
+            return sum(1 for i in ids if self._change(db, i, change, _ANY, False)[1])
+
+        return await self._run(work)
+
+    async def sweep(self, retention_seconds: float, limit: int = SWEEP_LIMIT) -> int:
+        params = (self.clock() - retention_seconds, limit)
+        return await self._run(_write, sql.qmark(sql.SWEEP), params)
+
+    async def try_lease(self, name: str, holder: str, seconds: float) -> bool:
+        now = self.clock()
+        row = await self._run(_one, sql.qmark(sql.TAKE_LEASE), (name, holder, now + seconds, now))
+        return row is not None
+
+
+# ``principal`` of a change that any caller may make (the run's own transitions).
+_ANY = object()
+
+
+class _transaction:
+    """``BEGIN`` (``IMMEDIATE``: the write lock first) ... ``COMMIT``, or ``ROLLBACK``."""
+
+    def __init__(self, db: sqlite3.Connection, *, immediate: bool = False) -> None:
+        self.db, self.immediate = db, immediate
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE" if self.immediate else "BEGIN")
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        self.db.execute("ROLLBACK" if kind is not None else "COMMIT")
+
+
+def _write(db: sqlite3.Connection, statement: str, params: Sequence[object]) -> int:
+    with _transaction(db, immediate=True):
+        return db.execute(statement, tuple(params)).rowcount
+
+
+def _one(
+    db: sqlite3.Connection, statement: str, params: Sequence[object]
+) -> tuple[object, ...] | None:
+    with _transaction(db, immediate=True):
+        row: tuple[object, ...] | None = db.execute(statement, tuple(params)).fetchone()
+        return row
