@@ -117,6 +117,7 @@ def build_memory(
             client,
             max_read_scope=settings.max_read_scope,
             failure_mode=settings.failure_mode,
+            write_after_answer=settings.write_after_answer,
             top_k=settings.top_k,
             require_principal=settings.require_principal,
             metrics=metrics,

@@ -30,6 +30,7 @@ def remote(memory: RecordingMemory, **extra: str) -> dict[str, str]:
         "MEMORY_ENDPOINT": memory.url,
         "AGENT_IDENTITY": IDENTITY,
         "MEMORY_MAX_READ_SCOPE": "agent",
+        "MEMORY_WRITE_AFTER_ANSWER": "true",
         **extra,
     }
 

@@ -3,8 +3,8 @@
 Before a run it recalls at the agent's maximum read scope (narrowed when that scope's
 owner is missing from the context, so a read never fails for want of a principal): the
 session's window and digest become message history, long-term facts a block of the
-instructions. After the run it writes the run's turns in one batched request: before the
-answer under ``failureMode: strict`` (a failed write fails the turn), after it otherwise
+instructions. After the run it writes the run's turns in one batched request, before the
+answer; with ``MEMORY_WRITE_AFTER_ANSWER`` under ``failureMode: soft``, after it
 (``kaos_agent.memory.pending``: the conversation's next recall waits for it). Recall is
 always soft. Identity headers
 come from the pod's ``AGENT_IDENTITY`` (fixed in the client) and the run's context.
@@ -99,12 +99,14 @@ class RemoteMemory:
         max_read_scope: Level,
         failure_mode: FailureMode,
         top_k: int,
+        write_after_answer: bool = False,
         require_principal: bool,
         metrics: AgentMetrics,
     ) -> None:
         self.client = client
         self.max_read_scope = max_read_scope
         self.failure_mode: FailureMode = failure_mode
+        self.write_after_answer = write_after_answer and failure_mode == "soft"
         self.top_k = top_k
         self.require_principal = require_principal
         self.metrics = metrics
@@ -167,7 +169,7 @@ class RemoteMemory:
         # Now, before the answer leaves: a forget that follows the answer drops the write
         # even when it arrives later.
         said_at = datetime.now(UTC).isoformat()
-        if self.failure_mode == "soft" and origin == "conversation":
+        if self.write_after_answer and origin == "conversation":
             turns = list(turns)
             await self.pending.submit(
                 (deps.principal, deps.session_id),

@@ -52,6 +52,14 @@ class AgentMemorySettings(SettingsGroup):
         env=env.MEMORY_FAILURE_MODE,
         default="soft",
     )
+    write_after_answer: bool = setting(
+        "remote, `soft`: send a turn's write after the answer instead of before it (the"
+        " session's next turn on this pod waits for it; a forget after the answer still"
+        " wins). Saves the write's round trip where the memory service has cores of its"
+        " own; a client that reads the store right after an answer may not see the turn yet",
+        env="MEMORY_WRITE_AFTER_ANSWER",
+        default=False,
+    )
     token_budget: int = setting(
         "local window budget in tokens (`ceil(chars/4) + 4` per turn, as the memory service)",
         env=env.MEMORY_TOKEN_BUDGET,
