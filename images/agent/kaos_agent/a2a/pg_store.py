@@ -152,13 +152,17 @@ class PostgresTaskStore(TaskStore):
         cancel: bool = False,
     ) -> tuple[pb.Task | None, bool]:
         await cur.execute(sql.SELECT_ONE + " FOR UPDATE", (task_id,))
-        row = await cur.fetchone()
-        if row is None or (check_owner and not visible(row[0], principal)):
-            return None, False
-        task = sql.decode(row[1])
-        if not change(task):
+        task, params = sql.transition(
+            await cur.fetchone(),
+            task_id,
+            change,
+            now=self.clock(),
+            principal=principal,
+            check_owner=check_owner,
+            cancel=cancel,
+        )
+        if params is None:
             return task, False
-        params = (sql.state_name(task), self.clock(), sql.encode(task), cancel, task_id)
         await cur.execute(sql.UPDATE, params)
         return task, True
 

@@ -16,9 +16,12 @@ drivers the project already uses (psycopg, the standard library's sqlite3).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from a2a.types import a2a_pb2 as pb
 
-from kaos_agent.a2a.tasks import TERMINAL_STATES
+from kaos_agent.a2a.tasks import TERMINAL_STATES, Transition, visible
 
 TASKS = "kaos_agent_tasks"
 LEASES = "kaos_agent_leases"
@@ -114,6 +117,27 @@ def insert_params(
         now + lease_seconds,
         encode(task),
     )
+
+
+def transition(
+    row: Sequence[Any] | None,
+    task_id: str,
+    change: Transition,
+    *,
+    now: float,
+    principal: str | None = None,
+    check_owner: bool = False,
+    cancel: bool = False,
+) -> tuple[pb.Task | None, tuple[object, ...] | None]:
+    """The task of a ``SELECT_ONE`` row after ``change``, and ``UPDATE``'s parameters (None:
+    nothing to write). No task when the row is missing or, with ``check_owner``, another
+    principal's."""
+    if row is None or (check_owner and not visible(row[0], principal)):
+        return None, None
+    task = decode(row[1])
+    if not change(task):
+        return task, None
+    return task, (state_name(task), now, encode(task), cancel, task_id)
 
 
 def state_name(task: pb.Task) -> str:

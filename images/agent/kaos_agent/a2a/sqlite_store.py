@@ -121,29 +121,35 @@ class SqliteTaskStore(TaskStore):
         db: sqlite3.Connection,
         task_id: str,
         change: Transition,
-        principal: object,
-        cancel: bool,
+        principal: str | None = None,
+        check_owner: bool = False,
+        cancel: bool = False,
     ) -> tuple[pb.Task | None, bool]:
         with _transaction(db, immediate=True):
-            row = db.execute(sql.qmark(sql.SELECT_ONE), (task_id,)).fetchone()
-            if row is None:
-                return None, False
-            owner, data = row
-            if principal is not _ANY and not visible(owner, cast("str | None", principal)):
-                return None, False
-            task = sql.decode(data)
-            if not change(task):
+            task, params = sql.transition(
+                db.execute(sql.qmark(sql.SELECT_ONE), (task_id,)).fetchone(),
+                task_id,
+                change,
+                now=self.clock(),
+                principal=principal,
+                check_owner=check_owner,
+                cancel=cancel,
+            )
+            if params is None:
                 return task, False
-            params = (sql.state_name(task), self.clock(), sql.encode(task), cancel, task_id)
             db.execute(sql.qmark(sql.UPDATE), params)
             return task, True
 
     async def finish(self, task_id: str, change: Transition) -> pb.Task | None:
-        task, _ = await self._run(self._change, task_id, change, _ANY, False)
+        task, _ = await self._run(self._change, task_id, change)
         return task
 
     async def cancel(self, task_id: str, principal: str | None) -> Cancel:
-        task, done = await self._run(self._change, task_id, canceled, principal, True)
+        task, done = await self._run(
+            lambda db: self._change(
+                db, task_id, canceled, principal=principal, check_owner=True, cancel=True
+            )
+        )
         return Cancel(task, done)
 
     async def renew(self, runner: str, task_ids: Sequence[str]) -> None:
@@ -171,7 +177,7 @@ class SqliteTaskStore(TaskStore):
         def work(db: sqlite3.Connection) -> int:
             ids = [r[0] for r in db.execute(sql.qmark(sql.EXPIRED), (self.clock(), limit))]
             change = failed(LAPSED_LEASE)
-            return sum(1 for i in ids if self._change(db, i, change, _ANY, False)[1])
+            return sum(1 for i in ids if self._change(db, i, change)[1])
 
         return await self._run(work)
 
@@ -183,10 +189,6 @@ class SqliteTaskStore(TaskStore):
         now = self.clock()
         row = await self._run(_one, sql.qmark(sql.TAKE_LEASE), (name, holder, now + seconds, now))
         return row is not None
-
-
-# ``principal`` of a change that any caller may make (the run's own transitions).
-_ANY = object()
 
 
 class _transaction:
