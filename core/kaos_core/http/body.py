@@ -108,12 +108,15 @@ def _char_problem(text: str) -> str | None:
     )
 
 
-def check_document(doc: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
-    """Refuse a parsed document nested too deep or holding text that cannot be stored."""
+def check_document(doc: Any, *, max_depth: int = MAX_JSON_DEPTH, text: bool = True) -> None:
+    """Refuse a parsed document nested too deep or, unless ``text`` is False (its strings
+    are known clean), holding text that cannot be stored."""
     stack: list[tuple[Any, int, str]] = [(doc, 0, "")]
     while stack:
         node, depth, path = stack.pop()
         if isinstance(node, str):
+            if not text:
+                continue
             problem = _char_problem(node)
             if problem is not None:
                 raise BadRequest(f"{path or 'body'}: text {problem}", code="invalid_text")
@@ -126,7 +129,7 @@ def check_document(doc: Any, *, max_depth: int = MAX_JSON_DEPTH) -> None:
             if isinstance(node, dict):
                 for key, value in node.items():
                     here = f"{path}.{key}" if path else key
-                    problem = _char_problem(key)
+                    problem = _char_problem(key) if text else None
                     if problem is not None:
                         raise BadRequest(f"{path or 'body'}: a key {problem}", code="invalid_text")
                     stack.append((value, depth + 1, here[:200]))
@@ -161,7 +164,9 @@ def decode_json(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         raise MalformedBody(
             f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
-    check_document(doc, max_depth=max_depth)
+    # The parser refuses raw control characters in strings and strict UTF-8 has no lone
+    # surrogates: only a \u escape can put either into a string.
+    check_document(doc, max_depth=max_depth, text="\\u" in text)
     return doc
 
 
@@ -189,6 +194,9 @@ async def read_body(request: web.Request) -> bytes:
         raise PayloadTooLarge(f"request body exceeds the limit of {limit} bytes")
     timeout = request.app.get(BODY_TIMEOUT_KEY, DEFAULT_BODY_TIMEOUT)
     try:
+        if request.content.is_eof():
+            # All of it came with the headers (a small body): nothing to wait for.
+            return await request.read()
         async with asyncio.timeout(timeout):
             return await request.read()
     except web.HTTPRequestEntityTooLarge:

@@ -9,6 +9,7 @@ posture denial) and always raises ``MemoryRequestRejected``: retrying cannot fix
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -174,15 +175,17 @@ class MemoryServiceClient:
                 headers={**headers, "Content-Type": "application/json"},
                 timeout=self.timeout,
             ) as resp:
-                payload: Any = await resp.json(content_type=None)
+                raw = await resp.read()
+                if resp.status < 400:
+                    # Straight from the bytes: no intermediate document on every recall.
+                    return response_model.model_validate_json(raw)
+                payload: Any = json.loads(raw)
                 if resp.status >= 500:
                     raise MemoryUnavailable(_describe(resp.status, payload))
-                if resp.status >= 400:
-                    err = ErrorResponse.model_validate(payload)
-                    raise MemoryRequestRejected(
-                        resp.status, err.error.code, err.error.message, err.request_id
-                    )
-                return response_model.model_validate(payload)
+                err = ErrorResponse.model_validate(payload)
+                raise MemoryRequestRejected(
+                    resp.status, err.error.code, err.error.message, err.request_id
+                )
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             log.warning("memory call failed", extra={"path": path}, exc_info=True)
             if isinstance(exc, ValidationError):

@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from kaos_core import telemetry
 from kaos_core.memory.contract import (
     ForgetResponse,
     ListRequest,
@@ -31,7 +32,7 @@ from kaos_core.memory.contract import (
 from kaos_core.telemetry import capture_content, links, tracer
 from kaos_core.telemetry import conventions as otel
 from kaos_core.wire import Identity
-from opentelemetry.trace import Link, Span, SpanKind, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanKind, StatusCode
 
 from kaos_memory.storage.base import Fold
 
@@ -72,6 +73,10 @@ def _span(
 
 @contextmanager
 def memory_span(operation: str, store: str, level: str, identity: Identity) -> Iterator[Span]:
+    if not telemetry.enabled():
+        # The API's no-op span still sets and resets the context on every request.
+        yield INVALID_SPAN
+        return
     with _span(f"{operation} {store}", _start(operation, store, level, identity)) as span:
         yield span
 

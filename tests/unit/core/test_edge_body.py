@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+from kaos_core.errors import KaosError
 from kaos_core.http import create_base_app
-from kaos_core.http.body import read_json_object
+from kaos_core.http.body import decode_json, read_json_object
 from kaos_core.http.limits import HttpLimits
 from kaos_core.telemetry.settings import TelemetrySettings
 
@@ -75,3 +76,42 @@ async def test_a_declared_length_over_the_limit_is_413_before_the_body(port: int
     assert status == 413
     assert headers["connection"] == "close"
     assert isinstance(doc, dict) and doc["error"]["code"] == "payload_too_large"
+
+
+async def test_a_body_that_arrives_in_parts_is_read_whole(port: int) -> None:
+    body = json.dumps({"text": "x" * 200}).encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(_head(len(body)) + body[:50])
+        await writer.drain()
+        # Sent apart: the handler may start before the rest is there, and must wait for it.
+        writer.write(body[50:])
+        await writer.drain()
+        async with asyncio.timeout(10):
+            assert (await reader.readline()).split()[1] == b"200"
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length"):
+                    length = int(line.split(b":")[1])
+            assert json.loads(await reader.readexactly(length)) == {"text": "x" * 200}
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (b'{"a": "x\\u0001y"}', "invalid_text"),
+        (b'{"a\\u0000": 1}', "invalid_text"),
+        (b'{"a": ["ok", {"b": "\\ud800"}]}', "invalid_text"),
+        (b'{"a": "x\x01y"}', "malformed_json"),  # raw: the parser's own refusal
+    ],
+)
+def test_text_that_cannot_be_stored_is_refused_however_it_is_written(raw: bytes, code: str) -> None:
+    with pytest.raises(KaosError) as refused:
+        decode_json(raw)
+    assert refused.value.code == code
+
+
+def test_escapes_that_make_storable_text_are_decoded() -> None:
+    doc = decode_json(b'{"a": "caf\\u00e9\\t\\n", "b": "\\ud83d\\ude00", "c": "plain"}')
+    assert doc == {"a": "café\t\n", "b": "😀", "c": "plain"}

@@ -175,6 +175,39 @@ async def test_a_write_is_seen_by_the_next_search_and_by_the_reloaded_principal(
     assert [f.id for f in await store.search(scope, text, 10)] == [f.id for f in first]
 
 
+async def test_a_principal_held_without_facts_costs_no_embedding_until_its_first_fact(
+    store: Mem0LongTermStore, devmodel: DevModel
+) -> None:
+    """A new user's recall: nothing to search, so no query embedding (a model call); the
+    write of their first fact drops what is held, and the next search embeds and finds it."""
+    scope = _scope("agent", "carol")
+    assert await store.search(scope, "where does carol live", 10) == []  # loads carol
+    await store.backend.cache.loaded()
+    assert store.backend.cache.holds((GROUP, "carol"))
+    before = devmodel.stats()["embeddings"]
+    assert await store.search(scope, "where does carol live", 10) == []
+    assert await store.search(_scope("session", "carol"), "and now?", 10) == []
+    assert devmodel.stats()["embeddings"] == before
+
+    text = "carol lives on a houseboat in Utrecht"
+    turn = TurnRow(0, "user", text, 9, "2026-03-01T11:00:00+00:00", "carol", AGENTS[0], False)
+    (fact_id,) = await store.add(
+        [turn], Attribution(GROUP, "s0", "carol", AGENTS[0]), False, FoldTag(1, 1)
+    )
+    before = devmodel.stats()["embeddings"]
+    assert [f.id for f in await store.search(scope, "where does carol live", 10)] == [fact_id]
+    assert devmodel.stats()["embeddings"] == before + 1
+    # Held again with the fact: a scope holding none of it (another agent's) still costs
+    # no embedding; one holding it does.
+    await store.backend.cache.loaded()
+    other = _scope("agent", "carol", agent=AGENTS[1])
+    before = devmodel.stats()["embeddings"]
+    assert await store.search(other, "where does carol live", 10) == []
+    assert devmodel.stats()["embeddings"] == before
+    assert [f.id for f in await store.search(scope, "carol", 10)] == [fact_id]
+    assert devmodel.stats()["embeddings"] == before + 1
+
+
 async def test_an_erased_fact_never_comes_back(
     store: Mem0LongTermStore, devmodel: DevModel
 ) -> None:

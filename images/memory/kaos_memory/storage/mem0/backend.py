@@ -36,6 +36,11 @@ class VectorBackend(Protocol):
         """Open what searches use (their own lanes or pool), after ``build``."""
         ...
 
+    def holds_none(self, filters: Filters) -> bool:
+        """Whether the service knows, without I/O, that no fact is inside ``filters`` (a
+        search then needs no query embedding); False when it does not know."""
+        ...
+
     async def search(
         self, query: str, vector: list[float], filters: Filters, size: int
     ) -> list[Hit]:

@@ -302,9 +302,14 @@ class Mem0LongTermStore:
         # Chroma, no entity store) but cost: the query's embedding (``embedder``) and the
         # backend's tenant-filtered vector search give the pool, and ``ranking`` re-ranks
         # it with a lexical signal.
+        filters = mem0_filter(scope)
+        # A principal known to have no fact here (a new user, a new agent) costs no
+        # embedding: the embedder is a model call, the largest part of a recall.
+        if self.backend.holds_none(filters):
+            return []
         vector = await self._embedder.embed(query)
         try:
-            hits = await self.backend.search(query, vector, mem0_filter(scope), pool_size(k))
+            hits = await self.backend.search(query, vector, filters, pool_size(k))
         except Exception as exc:
             wrapped = wrap_longterm_error(exc)
             if wrapped is None:

@@ -3,6 +3,10 @@
 One connection used by one thread (the store's single executor thread), WAL journal so
 readers in other processes (tests, operators' debugging) never block the writer, and
 ``BEGIN IMMEDIATE`` transactions: the single writer makes the per-key fold lock implicit.
+
+A recall's read of one session runs on the event loop (``LoopReads``), on a second,
+read-only connection: a few indexed rows read in less time than the hop to the writer's
+thread and back, and under WAL a reader neither waits for the writer nor holds it up.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor, Statement
 
@@ -25,6 +30,21 @@ TYPES = ColumnTypes(
 )
 
 
+# How long a read on the event loop may wait for a lock (the WAL index being rebuilt).
+_LOOP_BUSY_MS = 200
+
+
+def _read(conn: sqlite3.Connection, statements: Sequence[Statement]) -> list[list[Any]]:
+    cur = conn.cursor()
+    # A read transaction (deferred): one snapshot for every statement, no write lock.
+    cur.execute("BEGIN")
+    try:
+        return [cur.execute(text, params).fetchall() for text, params in statements]
+    finally:
+        cur.execute("COMMIT")
+        cur.close()
+
+
 class SqliteDialect:
     threads = 1
     types = TYPES
@@ -32,6 +52,7 @@ class SqliteDialect:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._conn: sqlite3.Connection | None = None
+        self._loop_conn: sqlite3.Connection | None = None
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,6 +69,25 @@ class SqliteDialect:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    async def open_async(self) -> None:
+        """The event loop's read-only connection (after ``open`` made the file)."""
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+        # A reader waits only while the WAL's index is rebuilt; never long on the loop.
+        conn.execute(f"PRAGMA busy_timeout={_LOOP_BUSY_MS}")
+        self._loop_conn = conn
+
+    async def close_async(self) -> None:
+        conn, self._loop_conn = self._loop_conn, None
+        if conn is not None:
+            conn.close()
+
+    async def read_async(self, statements: Sequence[Statement]) -> list[list[Any]]:
+        """``read`` on the loop's connection: the statements see one snapshot."""
+        if self._loop_conn is None:
+            raise RuntimeError("sqlite store is not open")
+        return _read(self._loop_conn, [(self.sql(t), p) for t, p in statements])
 
     def sql(self, text: str) -> str:
         return text.replace("%s", "?")
@@ -71,14 +111,7 @@ class SqliteDialect:
     def read(self, statements: Sequence[Statement]) -> list[list[Any]]:
         if self._conn is None:
             raise RuntimeError("sqlite store is not open")
-        cur = self._conn.cursor()
-        # A read transaction (deferred): one snapshot for every statement, no write lock.
-        cur.execute("BEGIN")
-        try:
-            return [cur.execute(self.sql(text), params).fetchall() for text, params in statements]
-        finally:
-            cur.execute("COMMIT")
-            cur.close()
+        return _read(self._conn, [(self.sql(t), p) for t, p in statements])
 
     def lock_schema(self, cur: Cursor) -> None:
         # BEGIN IMMEDIATE already holds the database's one write lock.

@@ -5,7 +5,8 @@ a single writer; a few for PostgreSQL), where one transaction runs one of the pl
 functions of ``window``, ``folds``, ``leases`` or ``erasure``; the event loop never blocks
 on the database. The clock is read once per call, when its transaction begins. The one
 exception is a recall's read of a session on a dialect that reads on the event loop
-(``LoopReads``: PostgreSQL), which needs no thread at all.
+(``LoopReads``: PostgreSQL on its async pool, SQLite on a read-only connection), which
+needs no thread at all.
 """
 
 from __future__ import annotations

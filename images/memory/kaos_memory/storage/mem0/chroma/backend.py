@@ -116,6 +116,14 @@ class ChromaBackend:
 
     # --- reads ----------------------------------------------------------------------------
 
+    def holds_none(self, filters: Filters) -> bool:
+        # The held principals are the store's own (one replica writes a local store), and a
+        # change drops its principal's entry before Chroma sees it.
+        if self.cache is None:
+            return False
+        key = principal_key(filters)
+        return key is not None and self.cache.holds_none(key, filters)
+
     async def search(
         self, query: str, vector: list[float], filters: Filters, size: int
     ) -> list[Hit]:

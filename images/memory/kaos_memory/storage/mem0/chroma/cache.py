@@ -226,6 +226,19 @@ class ChromaPrincipalCache(PrincipalVectorCache[CachedFacts]):
                 if key in self._reading:
                     self._reading[key] = True
 
+    def holds_none(self, key: Key, filters: Filters) -> bool:
+        """Whether ``key`` is held, unchanged since, with no fact inside ``filters``."""
+        with self._lock:
+            if key in self._writes or None in self._writes:
+                return False
+            held = self._entry(key)
+            if held is None or held.refused is not None:
+                return False
+            if held.vectors is None:
+                return True
+            rows = held.rows(filters)
+            return rows is not None and len(rows) == 0
+
     async def search(
         self, key: Key, filters: Filters, vector: list[float], limit: int
     ) -> list[Hit] | None:

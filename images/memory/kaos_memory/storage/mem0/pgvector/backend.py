@@ -132,6 +132,11 @@ class PgvectorBackend:
 
     # --- reads ----------------------------------------------------------------------------
 
+    def holds_none(self, filters: Filters) -> bool:
+        # Other replicas write the same table: only the database knows (and a principal's
+        # vectors are held only from ``MIN_FACTS`` facts on).
+        return False
+
     async def search(
         self, query: str, vector: list[float], filters: Filters, size: int
     ) -> list[Hit]:
