@@ -296,16 +296,11 @@ class Mem0LongTermStore:
         sources: frozenset[str] | None = None,
         view: View = CURRENT,
     ) -> list[Fact]:
-        if not query.strip():
-            return []
-        # Mem0's own ``Memory.search`` adds nothing for KAOS's stores (no keyword search on
-        # Chroma, no entity store) but cost: the query's embedding (``embedder``) and the
-        # backend's tenant-filtered vector search give the pool, and ``ranking`` re-ranks
-        # it with a lexical signal.
+        # Mem0's ``Memory.search`` adds only cost here: the query's embedding (a model call;
+        # none for a scope known to hold no fact) and the backend's tenant-filtered vector
+        # search give the pool, and ``ranking`` re-ranks it with a lexical signal.
         filters = mem0_filter(scope)
-        # A principal known to have no fact here (a new user, a new agent) costs no
-        # embedding: the embedder is a model call, the largest part of a recall.
-        if self.backend.holds_none(filters):
+        if not query.strip() or self.backend.holds_none(filters):
             return []
         vector = await self._embedder.embed(query)
         try:
