@@ -47,7 +47,7 @@ services: node-tools ## install and start the test services (PostgreSQL+pgvector
 	hack/gateway-api-crds >/dev/null
 
 # Every shell script of the project; shellcheck comes from Debian (.ci/run installs it).
-SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/netpol-build hack/jaeger-build hack/hydra-build hack/kms-build hack/ollama-build hack/test-cluster hack/cluster hack/gen-crds hack/gen-docs hack/docs hack/gateway-api-crds \
+SHELL_SCRIPTS := .ci/run hack/postgres hack/k8s-build hack/netpol-build hack/jaeger-build hack/hydra-build hack/kms-build hack/keda-build hack/ollama-build hack/test-cluster hack/cluster hack/gen-crds hack/gen-docs hack/docs hack/gateway-api-crds \
 	hack/bench/memory hack/bench/memory-replicas hack/bench/operator hack/bench/locomo hack/bench/realmodel hack/bench/agent $(wildcard hack/kind/*) \
 	hack/images hack/dev-images/pgvector/docker-entrypoint.sh
 

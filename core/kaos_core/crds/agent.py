@@ -6,6 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
+from kaos_core.crds.autoscaling import AgentAutoscaling, Scaler
 from kaos_core.crds.common import (
     AGE,
     DNS_LABEL,
@@ -269,6 +270,11 @@ class AgentSpec(CRDModel):
                 "a local task store is one SQLite file on one volume, so the Agent runs"
                 " exactly one replica; use an external (PostgreSQL) task store for more",
             ),
+            (
+                "!has(self.autoscaling) || !has(self.taskStore) || self.taskStore.type != 'local'",
+                "autoscaling needs more than one replica, and a local task store is one SQLite"
+                " file on one volume (one replica); use an external (PostgreSQL) task store",
+            ),
         )
     )
 
@@ -293,6 +299,13 @@ class AgentSpec(CRDModel):
         ),
     )
     replicas: int = replicas_field()
+    autoscaling: AgentAutoscaling | None = Field(
+        default=None,
+        description="Replicas follow the load: a KEDA ScaledObject on the agent's runs in"
+        " flight and queued tasks when the cluster has KEDA, else a HorizontalPodAutoscaler"
+        " on CPU. The scaler then owns the Deployment's replicas; spec.replicas is only"
+        " where it starts.",
+    )
     task_store: AgentTaskStore | None = Field(
         default=None,
         description="Where A2A tasks are kept (default: in the pod's memory). An external"
@@ -312,6 +325,11 @@ class AgentStatus(CommonStatus):
     replicas: int | None = Field(default=None, description="Pods the Deployment asks for.")
     ready_replicas: int | None = Field(
         default=None, description="Pods ready to serve (passing their readiness probe)."
+    )
+    scaler: Scaler | None = Field(
+        default=None,
+        description="What scales the Agent: keda (a ScaledObject), hpa (a"
+        " HorizontalPodAutoscaler on CPU) or none (spec.replicas, no autoscaling).",
     )
 
 

@@ -14,6 +14,8 @@ DEPENDENCIES_READY: Final = "DependenciesReady"
 MEMORY_DEGRADED: Final = "MemoryDegraded"
 # Whether every replica of an Agent answers for every A2A task (its taskStore).
 TASKS_SHARED: Final = "TasksShared"
+# Whether an Agent's replicas follow its load (spec.autoscaling); the message names the scaler.
+AUTOSCALED: Final = "Autoscaled"
 
 # Phases (``status.phase``), a one-word summary for printer columns.
 PHASE_PENDING: Final = "Pending"
@@ -81,3 +83,8 @@ WAITING_FOR_DEPLOYMENT: Final = "WaitingForDeployment"
 TOOLS_SUPPORTED: Final = "ToolsSupported"
 MODEL_CALLS_TOOLS: Final = "ModelCallsTools"
 MODEL_CANNOT_CALL_TOOLS: Final = "ModelCannotCallTools"
+# Autoscaled: KEDA's ScaledObject on the agent's load, a HorizontalPodAutoscaler on CPU
+# (the cluster serves no ScaledObjects), or no autoscaling asked for.
+KEDA_SCALED_OBJECT: Final = "KEDAScaledObject"
+HORIZONTAL_POD_AUTOSCALER: Final = "HorizontalPodAutoscaler"
+AUTOSCALING_OFF: Final = "AutoscalingOff"

@@ -46,6 +46,7 @@ from kaos_agent.autonomous import Sleep, autonomous_loop
 from kaos_agent.chat import chat_completions
 from kaos_agent.context import RunDeps
 from kaos_agent.delegation import PeerClient
+from kaos_agent.load import LOAD_PATH, load_handler
 from kaos_agent.loop import agent_toolsets, build_agent, openai_model, request_settings
 from kaos_agent.memory.base import Memory, NoMemory
 from kaos_agent.memory.local import LocalMemory
@@ -149,6 +150,8 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/tools", _tools)
+    # The autoscaler's signal (kaos_agent.load); the task store starts after the routes.
+    app.router.add_get(LOAD_PATH, load_handler(lambda: app.get(TASK_STORE_KEY), app[METRICS_KEY]))
     if settings.server.a2a_enabled:
         app.router.add_get("/.well-known/agent-card.json", _card)
         app.router.add_get("/.well-known/agent.json", _card)

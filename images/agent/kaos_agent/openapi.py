@@ -20,6 +20,7 @@ from typing_extensions import TypedDict
 
 from kaos_agent.chat import ChatRequest
 from kaos_agent.context import MAX_DEPTH_VALUE
+from kaos_agent.load import LOAD_PATH, AgentLoad
 from kaos_agent.tool_listing import ToolList
 
 AGENT_API_VERSION = "1.0.0"
@@ -408,6 +409,18 @@ def agent_operations() -> list[Operation]:
             card_doc,
             a2a,
             card_reply,
+        ),
+        Operation(
+            LOAD_PATH,
+            "get",
+            "agentLoad",
+            "The agent's load, for its autoscaler",
+            "What KEDA's `metrics-api` scaler reads through the Agent's Service: `load` is "
+            "the A2A tasks working in the whole Agent (counted in a shared task store, "
+            "`scope: agent`; else this replica's, `scope: replica`) plus this replica's chat "
+            "and autonomous runs in flight.",
+            ["operations"],
+            {200: Reply("The load.", {JSON: AgentLoad}, (REQUEST_ID_ECHO,))},
         ),
         *openapi.probe_operations("agent"),
     ]

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Hashable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kaos_core.crds import Agent, MCPServer, MemoryStore, ModelAPI
@@ -30,7 +31,16 @@ from kaos_operator.apply import apply_all, controller_uid, prune
 from kaos_operator.desired.common import MANAGED_BY_SELECTOR
 from kaos_operator.events import EventRecorder
 from kaos_operator.index import ObjKey, RefIndex
-from kaos_operator.kube import EVENTS, PODS, KubeClient, Obj, ResourceType, owned_types
+from kaos_operator.kube import (
+    EVENTS,
+    PODS,
+    SCALEDOBJECTS,
+    ApiError,
+    KubeClient,
+    Obj,
+    ResourceType,
+    owned_types,
+)
 from kaos_operator.metrics import OperatorMetrics
 from kaos_operator.queue import Workers, WorkQueue
 from kaos_operator.receipt_key import read_receipt_key
@@ -89,16 +99,40 @@ class Controller:
         self.owned: dict[str, Informer] = {}
         self._owned_by: dict[str, set[tuple[str, str, str]]] = {}
         self._owner_of: dict[tuple[str, str, str], str] = {}
+        self._namespace = ns
         for rt in owned_types(settings.gateway_api.enabled):
-            inf = Informer(client, rt, namespace=ns, label_selector=MANAGED_BY_SELECTOR)
-            inf.add_handler(self._owned_handler(rt))
-            self.owned[rt.kind] = inf
+            self._watch_owned(rt)
         self.reconcilers: dict[str, Reconciler[Any]] = build_reconcilers(
             self, workload_reader=self, receipt_key_reader=read_receipt_key
         )
         self.synced = False
         self._workers = Workers(self.queue, self._handle, queue.workers)
         metrics.queue_depth.set_function(lambda: self.queue.depth)
+
+    def _watch_owned(self, rt: ResourceType) -> None:
+        inf = Informer(
+            self.client, rt, namespace=self._namespace, label_selector=MANAGED_BY_SELECTOR
+        )
+        inf.add_handler(self._owned_handler(rt))
+        self.owned[rt.kind] = inf
+
+    async def _discover(self) -> None:
+        """What the cluster serves beyond the built-in kinds, once, before the informers
+        start: KEDA's ScaledObjects (installed later, they are seen on the next start)."""
+        if SCALEDOBJECTS.kind in self.owned:
+            return
+        try:
+            served = await self.client.serves(SCALEDOBJECTS)
+        except ApiError as exc:
+            # Autoscaled Agents fall back to CPU (their status says hpa) rather than none
+            # of them being reconciled.
+            log.warning("could not tell whether the cluster serves KEDA: %s", exc.reason)
+            return
+        if not served:
+            return
+        log.info("the cluster serves KEDA ScaledObjects: autoscaled Agents get one")
+        self._watch_owned(SCALEDOBJECTS)
+        self._settings = replace(self._settings, keda_served=True)
 
     # -- events ----------------------------------------------------------------------
 
@@ -254,6 +288,7 @@ class Controller:
 
     async def run(self) -> None:
         """Watch and reconcile until cancelled; running reconciles finish on the way out."""
+        await self._discover()
         tasks = [
             asyncio.create_task(inf.run(), name=f"informer-{inf.rt.plural}")
             for inf in self.informers()

@@ -72,6 +72,7 @@ PVCS = ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 SERVICEACCOUNTS = ResourceType("", "v1", "serviceaccounts", "ServiceAccount")
 NETWORKPOLICIES = ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
+HPAS = ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = ResourceType("", "v1", "events", "Event")
 # Read, never written: a resource's pods and its claims' Events say why its Deployment is
@@ -93,17 +94,26 @@ OWNED_TYPES: tuple[ResourceType, ...] = (
     PDBS,
     SERVICEACCOUNTS,
     NETWORKPOLICIES,
+    HPAS,
 )
 # Made only with Gateway API on (the chart's gatewayAPI.enabled): its CRDs may be absent
 # otherwise, and watching a type that does not exist would never sync.
 HTTPROUTES = ResourceType("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
 GATEWAY_TYPES: tuple[ResourceType, ...] = (HTTPROUTES,)
-_BY_KIND = {(t.api_version, t.kind): t for t in (*OWNED_TYPES, *GATEWAY_TYPES)}
+# Made only when the cluster serves it (KEDA installed; ``KubeClient.serves``), found once
+# when the controller starts: an Agent's spec.autoscaling then makes one, else an HPA.
+SCALEDOBJECTS = ResourceType("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
+_BY_KIND = {(t.api_version, t.kind): t for t in (*OWNED_TYPES, *GATEWAY_TYPES, SCALEDOBJECTS)}
 
 
-def owned_types(gateway_api: bool) -> tuple[ResourceType, ...]:
-    """The kinds the operator creates and so watches, given Gateway API on or off."""
-    return (*OWNED_TYPES, *GATEWAY_TYPES) if gateway_api else OWNED_TYPES
+def owned_types(gateway_api: bool, keda: bool = False) -> tuple[ResourceType, ...]:
+    """The kinds the operator creates and so watches, given Gateway API on or off and
+    whether the cluster serves KEDA's ScaledObjects."""
+    return (
+        *OWNED_TYPES,
+        *(GATEWAY_TYPES if gateway_api else ()),
+        *((SCALEDOBJECTS,) if keda else ()),
+    )
 
 
 def type_of(obj: Obj) -> ResourceType:
@@ -297,6 +307,17 @@ class KubeClient:
             if exc.status == 404:
                 return None
             raise
+
+    async def serves(self, rt: ResourceType) -> bool:
+        """Whether the API server serves ``rt`` (its group version lists the resource).
+        Raises ``TemporaryError`` when the server cannot say."""
+        try:
+            doc = await self.request("GET", rt.path().removesuffix(f"/{rt.plural}"))
+        except PermanentError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.get("name") == rt.plural for r in doc.get("resources") or [])
 
     async def list(
         self,

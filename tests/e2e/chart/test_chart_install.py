@@ -296,6 +296,8 @@ def test_operator_can_do_what_it_needs(installed: Cluster) -> None:
         ("delete", "serviceaccounts"),
         ("create", "networkpolicies.networking.k8s.io"),
         ("watch", "networkpolicies.networking.k8s.io"),
+        ("watch", "horizontalpodautoscalers.autoscaling"),
+        ("create", "scaledobjects.keda.sh"),
         ("create", "events"),
     ):
         assert can_i(installed, verb, resource, *ns), f"{verb} {resource}"

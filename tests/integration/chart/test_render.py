@@ -207,6 +207,9 @@ def test_cluster_role_grants_only_what_the_operator_uses(helm: Helm) -> None:
         ("", "serviceaccounts"): crud,
         ("networking.k8s.io", "networkpolicies"): crud,
         ("policy", "poddisruptionbudgets"): crud,
+        # An Agent's spec.autoscaling: an HPA, or KEDA's ScaledObject where it is served.
+        ("autoscaling", "horizontalpodautoscalers"): crud,
+        ("keda.sh", "scaledobjects"): crud,
         # Listed only while a resource's Deployment is not available, to name the cause
         # in its Ready condition (a claim's Events, the pods' states).
         ("", "events"): {"create", "list"},

@@ -18,7 +18,7 @@ from kaos_core.endpoints import format_endpoints
 from kaos_core.memory.contract import scope_rank
 from kaos_core.wire import agent_identity
 
-from kaos_operator.desired import agent_tasks, egress, security
+from kaos_operator.desired import agent_scaling, agent_tasks, egress, security
 from kaos_operator.desired.common import (
     AGENT_PORT,
     NONROOT_UID,
@@ -94,6 +94,10 @@ class AgentContext:
     tools_off: bool = False
     # Where a local task store keeps its file: the claim's mount in a pod.
     tasks_dir: str = agent_tasks.TASKS_DIR
+    # The cluster serves KEDA's ScaledObjects: spec.autoscaling makes one, else an HPA.
+    keda_served: bool = False
+    # The scaler moved the live Deployment's replicas from the start: the operator leaves them.
+    scaler_holds_replicas: bool = False
 
 
 @dataclass(frozen=True)
@@ -258,13 +262,15 @@ def agent_deployment(agent: Agent, ctx: AgentContext) -> Obj:
         service_account=security.agent_service_account(agent.name) if secured else None,
         termination_grace_seconds=agent_tasks.grace_seconds(agent),
     )
+    dep = agent_scaling.with_scaling(dep, agent, ctx.scaler_holds_replicas)
     return with_overrides(dep, spec, reserved=RESERVED_ENV)
 
 
 def desired_agent_objects(agent: Agent, ctx: AgentContext) -> list[Obj]:
     """The Deployment and Service of an Agent, owned by it; the claim of a local task
     store (first: a pod created before its claim is unschedulable until it appears); a
-    PodDisruptionBudget with more than one replica; with security on also its
+    PodDisruptionBudget with more than one replica; its autoscaler (a KEDA ScaledObject or a
+    HorizontalPodAutoscaler) with spec.autoscaling; with security on also its
     ServiceAccount, callers ConfigMap and NetworkPolicy."""
     claim = agent_tasks.tasks_claim(agent)
     objects = [claim] if claim is not None else []
@@ -272,6 +278,7 @@ def desired_agent_objects(agent: Agent, ctx: AgentContext) -> list[Obj]:
     budget = agent_tasks.agent_disruption_budget(agent)
     if budget is not None:
         objects.append(budget)
+    objects += agent_scaling.scaler_objects(agent, ctx.keda_served, AGENT_PORT)
     objects += route_objects(agent, AGENT_PORT, agent.spec.gateway_route, ctx.gateway)
     if ctx.posture.security_enabled:
         objects += [

@@ -2,7 +2,8 @@
 Ready; keep running ones serving (with MemoryDegraded) when their store goes away; start
 them without tools (ToolsSupported=False) when their model is known not to call tools;
 say whether every replica answers for every task (TasksShared), with a Warning Event
-when replicas keep their tasks apart (run as asked: existing Agents do)."""
+when replicas keep their tasks apart (run as asked: existing Agents do); make the scaler
+the cluster offers for spec.autoscaling and say which (status.scaler, Autoscaled)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from kaos_core.crds.agent import ReadScope
 from kaos_operator.desired import (
     AgentContext,
     Endpoint,
+    agent_scaling,
     agent_tasks,
     desired_agent_objects,
     security,
@@ -186,6 +188,8 @@ class AgentReconciler(Reconciler[Agent]):
             telemetry=settings.telemetry,
             gateway=settings.gateway,
             tools_off=tools_off(agent, found, previous),
+            keda_served=settings.keda_served,
+            scaler_holds_replicas=agent_scaling.scaler_holds_replicas(live),
         )
         # Computed before any wait: a refused override (OverrideRefused) is reported now,
         # not once the dependencies are Ready.
@@ -206,6 +210,9 @@ class AgentReconciler(Reconciler[Agent]):
         if not await self.converge(agent, desired, status):
             return
         self.route_status(agent, agent.spec.gateway_route, status)
+        scaler = agent_scaling.scaler_of(agent, settings.keda_served)
+        status.fields["scaler"] = scaler
+        status.condition(reasons.AUTOSCALED, *agent_scaling.autoscaled_condition(agent, scaler))
         if found.store_endpoint is not None:
             if found.store_problem is not None:
                 reason, message = found.store_problem

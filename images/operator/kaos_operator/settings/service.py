@@ -39,6 +39,9 @@ class ReconcileSettings:
     gateway: GatewayRef | None = None
     # The MCP runtime registry (the chart's ``mcpRuntimes``), by name.
     mcp_runtimes: Mapping[str, McpRuntime] = field(default_factory=dict)
+    # Not a setting: whether the cluster serves KEDA's ScaledObjects, found by the
+    # controller when it starts (an Agent's spec.autoscaling makes one, else an HPA).
+    keda_served: bool = False
 
 
 class OperatorSettings(ServiceSettings):

@@ -1,0 +1,169 @@
+"""KEDA itself on the test cluster: its operator (built by ``hack/keda-build``) running
+against the test API server turns the ScaledObject the KAOS operator made for an
+autoscaled Agent into a HorizontalPodAutoscaler of its own, which the KAOS operator leaves
+alone (it is the ScaledObject's, not the Agent's).
+
+Only KEDA's operator runs: its metrics adapter would serve the external metrics the HPA
+reads, but its scaler fetches the agent's load endpoint by the Service's cluster DNS
+name, which a process on this machine cannot resolve."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from kaos_core.crds.reasons import KEDA_SCALED_OBJECT
+from kaos_operator.kube import CRDS, HPAS, SCALEDOBJECTS, KubeClient, Obj
+
+from tests.e2e.operator.helpers import AGENTS, condition, create, eventually, proxy_api
+from tests.fixtures.operator import OperatorFactory, apply_crds
+from tests.support.keda import keda_binaries, keda_crds
+from tests.support.procs import ServiceProcess, free_port, start_service
+
+pytestmark = pytest.mark.cluster
+
+SCALING = {"minReplicas": 1, "maxReplicas": 4, "targetRunsPerReplica": 2}
+KEDA_NAMESPACE = "default"
+
+
+@pytest.fixture
+async def keda_installed(kube: KubeClient, kaos_crds: Path) -> AsyncIterator[None]:
+    """Every KEDA CRD (its controllers watch them all), removed afterwards."""
+    crds = keda_crds()
+    await apply_crds(kaos_crds, crds)
+    try:
+        yield
+    finally:
+        # KEDA's finalizer on what is left would hold the CRD's deletion with KEDA gone.
+        for so in (await kube.list(SCALEDOBJECTS)).get("items") or []:
+            meta = so["metadata"]
+            await kube.request(
+                "PATCH",
+                SCALEDOBJECTS.path(meta["namespace"], meta["name"]),
+                body={"metadata": {"finalizers": None}},
+                content_type="application/merge-patch+json",
+            )
+        for crd in crds:
+            await kube.delete(CRDS, None, crd["metadata"]["name"])
+
+        async def gone() -> bool:
+            return not await kube.serves(SCALEDOBJECTS)
+
+        await eventually(gone, within=60, what="ScaledObjects no longer served")
+
+
+def grpc_certs(directory: Path) -> Path:
+    """A self-signed key pair for the operator's metrics gRPC server (it will not start
+    without one; nothing connects to it here)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key, cert = directory / "tls.key", directory / "tls.crt"
+    argv = [
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=keda-operator",
+    ]
+    argv += ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
+    argv += ["-keyout", str(key), "-out", str(cert)]
+    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    (directory / "ca.crt").write_bytes((directory / "tls.crt").read_bytes())
+    return directory
+
+
+@pytest.fixture
+def keda_operator(
+    keda_installed: None, kaos_crds: Path, k8s_namespace: str, tmp_path: Path
+) -> Iterator[ServiceProcess]:
+    """KEDA's operator for the test namespace, on loopback ports."""
+    binaries = keda_binaries()
+    probe = free_port()
+    proc = start_service(
+        "keda-operator",
+        [
+            str(binaries.operator),
+            f"--health-probe-bind-address=127.0.0.1:{probe}",
+            f"--metrics-bind-address=127.0.0.1:{free_port()}",
+            f"--metrics-service-bind-address=127.0.0.1:{free_port()}",
+            f"--cert-dir={grpc_certs(tmp_path / 'keda-certs')}",
+            f"--ca-dir={tmp_path / 'keda-ca'}",
+            "--leader-elect=false",
+            "--enable-cert-rotation=false",
+            "--zap-log-level=info",
+        ],
+        port=probe,
+        env={
+            "KUBECONFIG": str(kaos_crds),
+            "WATCH_NAMESPACE": k8s_namespace,
+            # KEDA's own namespace, and only its Secrets: KEDA resolves the env of the
+            # target's container, and an agent's carries secretKeyRefs (the task store's
+            # DSN) that KEDA has no need to read. A hardened install does the same.
+            "POD_NAMESPACE": KEDA_NAMESPACE,
+            "KEDA_CLUSTER_OBJECT_NAMESPACE": KEDA_NAMESPACE,
+            "KEDA_RESTRICT_SECRET_ACCESS": "true",
+        },
+        log_dir=tmp_path / "keda-logs",
+        ready_path="/readyz",
+        timeout=120,
+    )
+    try:
+        yield proc
+    finally:
+        proc.stop(timeout=15)
+
+
+async def test_keda_turns_the_scaled_object_into_its_hpa(
+    kube: KubeClient,
+    k8s_namespace: str,
+    keda_operator: ServiceProcess,
+    operator_factory: OperatorFactory,
+) -> None:
+    ns = k8s_namespace
+    operator_factory()  # started after KEDA's CRDs: it finds ScaledObjects served
+    await create(kube, ns, "ModelAPI", "llm", proxy_api())
+    await create(
+        kube,
+        ns,
+        "Agent",
+        "a1",
+        {
+            "modelAPI": "llm",
+            "waitForDependencies": False,
+            "taskStore": {"type": "external", "connectionSecret": {"name": "pg", "key": "url"}},
+            "autoscaling": SCALING,
+        },
+    )
+
+    async def keda_hpa() -> Obj | None:
+        return await kube.get(HPAS, ns, "keda-hpa-a1")
+
+    hpa = await eventually(keda_hpa, within=120, what="KEDA's HPA for the ScaledObject a1")
+    (owner,) = hpa["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("ScaledObject", "a1", True)
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 4)
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "a1"
+    (metric,) = hpa["spec"]["metrics"]
+    # The agent's load, as an external metric KEDA's adapter serves, averaged per pod.
+    assert metric["type"] == "External"
+    assert metric["external"]["target"] == {"type": "AverageValue", "averageValue": "2"}
+
+    async def keda_ready() -> Obj | None:
+        so = await kube.get(SCALEDOBJECTS, ns, "a1")
+        ready = condition(so, "Ready")
+        return so if ready is not None and ready["status"] == "True" else None
+
+    await eventually(keda_ready, within=60, what="the ScaledObject Ready")
+    agent = await kube.get(AGENTS, ns, "a1")
+    assert agent is not None and agent["status"]["scaler"] == "keda"
+    cond = condition(agent, "Autoscaled")
+    assert cond is not None and cond["reason"] == KEDA_SCALED_OBJECT
+    # KEDA's HPA is the ScaledObject's: the KAOS operator made no HPA and pruned none.
+    assert await kube.get(HPAS, ns, "a1") is None
+    assert await kube.get(HPAS, ns, "keda-hpa-a1") is not None
