@@ -215,3 +215,18 @@ def test_the_runtime_loads_what_the_operator_writes(
     assert loaded.pod_name == "a1-7d9c-x2"
     assert (loaded.path is not None) == (loaded.type == "local")
     assert (loaded.dsn is not None) == (loaded.type == "external")
+
+
+def test_an_autoscaled_agent_is_judged_by_its_most_replicas() -> None:
+    scaled = agent(
+        "a1", taskStore=EXTERNAL, autoscaling={"minReplicas": 1, "maxReplicas": 4}, replicas=1
+    )
+    objs = by_kind(desired_agent_objects(scaled, ctx()))
+    assert objs["PodDisruptionBudget"]["spec"] == {
+        "maxUnavailable": 1,
+        "selector": objs["PodDisruptionBudget"]["spec"]["selector"],
+    }
+    apart = tasks_shared(agent("a1", autoscaling={"minReplicas": 1, "maxReplicas": 3}))
+    assert apart.status is False and "3 replicas" in apart.message
+    alone = agent("a1", autoscaling={"minReplicas": 1, "maxReplicas": 1})
+    assert "PodDisruptionBudget" not in by_kind(desired_agent_objects(alone, ctx()))

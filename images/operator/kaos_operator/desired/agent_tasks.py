@@ -128,9 +128,15 @@ def lifecycle() -> Obj:
     return {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}}
 
 
+def most_replicas(agent: Agent) -> int:
+    """The most pods the Agent may run: its replicas, or its autoscaler's maximum."""
+    scaling = agent.spec.autoscaling
+    return max(agent.spec.replicas, scaling.max_replicas if scaling is not None else 0)
+
+
 def agent_disruption_budget(agent: Agent) -> Obj | None:
     """With more than one replica: voluntary disruptions (a drain) take one pod at a time."""
-    if agent.spec.replicas <= 1:
+    if most_replicas(agent) <= 1:
         return None
     return disruption_budget(agent, {"maxUnavailable": 1})
 
@@ -145,7 +151,7 @@ class TasksShared:
 
 
 def tasks_shared(agent: Agent) -> TasksShared:
-    store, replicas = task_store(agent), agent.spec.replicas
+    store, replicas = task_store(agent), most_replicas(agent)
     if store.type == "external":
         return TasksShared(
             True,
