@@ -70,6 +70,11 @@ AUTONOMOUS_INTERVAL_SECONDS = "AUTONOMOUS_INTERVAL_SECONDS"
 AUTONOMOUS_MAX_STEPS = "AUTONOMOUS_MAX_STEPS"
 AUTONOMOUS_TIMEOUT_SECONDS = "AUTONOMOUS_TIMEOUT_SECONDS"
 
+# Webhook triggers: a JSON list of {"name", "message", "maxPerMinute"}, and the directory of
+# their HMAC secrets (one file per trigger, named after it: a projected Secret's keys).
+AGENT_TRIGGERS = "AGENT_TRIGGERS"
+AGENT_TRIGGER_SECRETS_DIR = "AGENT_TRIGGER_SECRETS_DIR"
+
 # MCP server runtime (kaos-mcp).
 MCP_HOST = "MCP_HOST"
 MCP_PORT = "MCP_PORT"

@@ -37,7 +37,9 @@ from kaos_core.crds.overrides import (
     container_field,
     pod_field,
 )
+from kaos_core.crds.schedules import Schedules, ScheduleStatus, schedules_field
 from kaos_core.crds.storage import QUANTITY, ConnectionSecretRef
+from kaos_core.crds.triggers import Triggers, triggers_field
 
 ReadScope = Literal["session", "agent", "user"]
 MemoryType = Literal["local", "remote"]
@@ -311,6 +313,8 @@ class AgentSpec(CRDModel):
         description="Where A2A tasks are kept (default: in the pod's memory). An external"
         " store lets every replica answer for every task and a run outlive its pod.",
     )
+    schedules: Schedules = schedules_field()
+    triggers: Triggers = triggers_field()
     image: str | None = image_field("the chart's kaos-agent image")
     resources: dict[str, Any] | None = resources_field()
     telemetry: Telemetry | None = telemetry_field()
@@ -330,6 +334,10 @@ class AgentStatus(CommonStatus):
         default=None,
         description="What scales the Agent: keda (a ScaledObject), hpa (a"
         " HorizontalPodAutoscaler on CPU) or none (spec.replicas, no autoscaling).",
+    )
+    schedules: list[ScheduleStatus] = Field(
+        default_factory=list,
+        description="Each schedule's last run and its result, from its CronJob and Job.",
     )
 
 

@@ -60,6 +60,7 @@ from kaos_agent.telemetry import MeteredModel, instrumentation
 from kaos_agent.tool_listing import list_tools
 from kaos_agent.tool_support import ToolRefusalFallback, ToolSupport
 from kaos_agent.toolsets import GuardedToolset, mcp_http_client, mcp_toolset, mcp_toolsets
+from kaos_agent.triggers import setup_triggers
 
 if TYPE_CHECKING:
     import httpx2
@@ -145,6 +146,8 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
     app.cleanup_ctx.append(_runtime_ctx)
     app.cleanup_ctx.append(_tasks_ctx)
     app.cleanup_ctx.append(_autonomous_ctx)
+    # POST /v1/triggers/{name} and its delivery log (nothing opened without triggers).
+    setup_triggers(app, settings, lambda: app[A2A_KEY])
     app.on_shutdown.append(_drain)
 
     app.router.add_post("/v1/chat/completions", _chat)
@@ -243,9 +246,10 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
         toolsets=toolsets,
         instrument=instrument,
     )
-    # No tools and no tracing: a run is one model request (kaos_agent.one_request).
+    # No tools and no tracing: a run is one model request (kaos_agent.one_request), on the
+    # metered model: a request offering no tools has no tool refusal to fall back from.
     one_request = (
-        OneRequest(loop_model, settings.agent.instructions, request_settings(settings.model))
+        OneRequest(model, settings.agent.instructions, request_settings(settings.model))
         if not toolsets and instrument is None
         else None
     )

@@ -4,6 +4,9 @@ Every entry point (chat completions, A2A, the autonomous loop) goes through
 ``AgentRuntime``, so memory rules, step limits, metrics and error mapping are the same
 for all of them. History precedence: the memory's window for the session when there is
 one, otherwise the earlier messages the caller sent (an OpenAI client's own history).
+A run given a ``StepRecorder`` (A2A) has its steps checkpointed; one given a recorder with
+a ``ResumePoint`` continues a run another replica started: no recall (its window and facts
+are in the checkpoint) and one memory write at its end, of the whole run's turns.
 An agent that offers the model no tools sends its run as one model request
 (``kaos_agent.one_request``) and hands the graph only an answer that is not plain text.
 """
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from kaos_core.errors import KaosError
 from kaos_core.memory.contract import Turn
 from pydantic_ai import Agent, capture_run_messages
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import (
     AgentRunError,
     ModelAPIError,
@@ -101,6 +105,24 @@ class RunOutcome:
     memory_degraded: bool = False
     turns: list[Turn] = field(default_factory=list)
     usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a checkpointed run resumes: its history (the window it was given, then its own
+    messages) and the recalled facts it ran with."""
+
+    history: list[ModelMessage]
+    facts: str | None = None
+
+
+class StepRecorder(AbstractCapability[RunDeps]):
+    """A capability that checkpoints one run's steps (``kaos_agent.a2a.checkpoint``)."""
+
+    resume: ResumePoint | None = None
+
+    def begin(self, facts: str | None) -> None:
+        """A fresh run, with the recalled ``facts``."""
 
 
 def step_limit_text(max_steps: int) -> str:
@@ -197,13 +219,20 @@ class AgentRuntime:
         client_history: Sequence[ModelMessage] = (),
         max_steps: int | None = None,
         timeout: float | None = None,  # noqa: ASYNC109  (pydantic-ai's own run deadline)
+        recorder: StepRecorder | None = None,
     ) -> RunOutcome:
         started = time.perf_counter()
         steps_cap = max_steps or self.max_steps
-        history, facts, degraded = await self._prepare(prompt, deps, client_history)
+        resume = recorder.resume if recorder is not None else None
+        if resume is not None:
+            history, facts, degraded = resume.history, resume.facts, False
+        else:
+            history, facts, degraded = await self._prepare(prompt, deps, client_history)
+            if recorder is not None:
+                recorder.begin(facts)
         outcome = "ok"
         deadline = _shorter(timeout, self.budget.max_wall_seconds)
-        if self.one_request is not None:
+        if self.one_request is not None and resume is None:
             try:
                 once = await self._once(prompt, deps, history, facts, deadline)
             except TimeoutError as exc:
@@ -222,13 +251,14 @@ class AgentRuntime:
         with capture_run_messages() as captured:
             try:
                 result = await self.agent.run(
-                    prompt,
+                    prompt if resume is None else None,
                     deps=deps,
                     message_history=history or None,
                     instructions=facts,
                     conversation_id=deps.session_id,
                     usage_limits=self._limits(steps_cap),
                     timeout=deadline,
+                    capabilities=[recorder] if recorder is not None else None,
                 )
             except (UsageLimitExceeded, RunTimedOut) as exc:
                 outcome, text = self._stopped(exc, steps_cap, deadline)
@@ -241,7 +271,12 @@ class AgentRuntime:
                 log.error("agent run failed", exc_info=True)
                 raise ModelUnavailable("the agent run failed") from exc
             else:
-                new = result.new_messages()
+                # A resumed run's own messages began on the replica that started it.
+                new = (
+                    result.new_messages()
+                    if resume is None
+                    else _new_messages(result.all_messages(), prompt)
+                )
                 run = RunOutcome(
                     result.output,
                     "stop",

@@ -3,8 +3,9 @@
 Served by ``run_service`` (aiohttp's runner handles SIGTERM by shutting the server down at
 once), the agent takes the signal over: readiness turns 503 and new runs are refused while
 the server still listens, so the Service stops sending it requests and callers see why;
-running tasks get the grace period (``kaos_agent.a2a.runs``); then the runner shuts down
-as it would have (``GracefulExit``). A second SIGTERM shuts down at once.
+running tasks get the grace period, and those still running then are handed over to
+another replica (a shared store) or failed (``kaos_agent.a2a.runs``); then the runner shuts
+down as it would have (``GracefulExit``). A second SIGTERM shuts down at once.
 """
 
 from __future__ import annotations

@@ -73,6 +73,10 @@ PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget
 SERVICEACCOUNTS = ResourceType("", "v1", "serviceaccounts", "ServiceAccount")
 NETWORKPOLICIES = ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
 HPAS = ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
+CRONJOBS = ResourceType("batch", "v1", "cronjobs", "CronJob")
+# Read, never written: the Jobs an Agent's CronJobs start (labelled by the operator's job
+# template, so its watch selects them), for the schedules' last result.
+JOBS = ResourceType("batch", "v1", "jobs", "Job")
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = ResourceType("", "v1", "events", "Event")
 # Read, never written: a resource's pods and its claims' Events say why its Deployment is
@@ -95,6 +99,7 @@ OWNED_TYPES: tuple[ResourceType, ...] = (
     SERVICEACCOUNTS,
     NETWORKPOLICIES,
     HPAS,
+    CRONJOBS,
 )
 # Made only with Gateway API on (the chart's gatewayAPI.enabled): its CRDs may be absent
 # otherwise, and watching a type that does not exist would never sync.
@@ -107,10 +112,11 @@ _BY_KIND = {(t.api_version, t.kind): t for t in (*OWNED_TYPES, *GATEWAY_TYPES, S
 
 
 def owned_types(gateway_api: bool, keda: bool = False) -> tuple[ResourceType, ...]:
-    """The kinds the operator creates and so watches, given Gateway API on or off and
-    whether the cluster serves KEDA's ScaledObjects."""
+    """The kinds the operator creates and so watches (and the Jobs its CronJobs start),
+    given Gateway API on or off and whether the cluster serves KEDA's ScaledObjects."""
     return (
         *OWNED_TYPES,
+        JOBS,
         *(GATEWAY_TYPES if gateway_api else ()),
         *((SCALEDOBJECTS,) if keda else ()),
     )

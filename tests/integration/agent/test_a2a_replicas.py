@@ -1,8 +1,11 @@
 """Replicas of one Agent sharing a PostgreSQL task store, as real ``kaos-agent`` processes:
 any replica answers for any task, a cancel reaches the replica running it, a finished
-task outlives a restart, a dead replica's task is failed, and the autonomous goal runs
-once per interval however many replicas there are. And one agent in the test's loop,
-stopped while a task runs: it drains before it closes."""
+task outlives a restart, a dead replica's task runs again on another (from its message:
+``test_a2a_resume`` has the checkpointed steps), and the autonomous goal runs
+once per interval however many replicas there are, and a replica stopped by SIGTERM
+hands its running task over to another; every replica reports the whole Agent's load (what
+the autoscaler reads). And one agent in the test's loop (a store no other
+replica shares), stopped while a task runs: it drains, then fails it, before it closes."""
 
 from __future__ import annotations
 
@@ -15,7 +18,6 @@ from typing import Any
 
 import aiohttp
 from kaos_agent.a2a.runs import STOPPED
-from kaos_agent.a2a.tasks import LAPSED_LEASE
 
 from tests.fixtures.agent import AgentFactory, agent_env, serve_agent
 from tests.support.devmodel import DevModel
@@ -128,21 +130,24 @@ async def test_a_finished_task_outlives_a_restart(
     assert kept["artifacts"][0]["parts"][0]["text"] == "Echo: remember me"
 
 
-async def test_the_task_of_a_dead_replica_is_failed_by_another(
+async def test_the_task_of_a_dead_replica_restarts_from_its_message_on_another(
     agent_factory: AgentFactory, devmodel: DevModel, pg_dsn: str
 ) -> None:
     one = agent_factory("shared", **store_env(pg_dsn, "replica-1"))
     two = agent_factory("shared", **store_env(pg_dsn, "replica-2"))
     devmodel.set_faults(hang=True, routes=["chat"])
     task = await send(one.url, "never finished", wait=False)
+    await until(lambda: working_gauge(one), "replica 1 to run the task")
     one.stop(signal.SIGKILL)
+    devmodel.set_faults()  # the model answers again: no step of the run was checkpointed
 
-    async def failed() -> dict[str, Any] | None:
+    async def finished() -> dict[str, Any] | None:
         got = await get_task(two.url, task["id"])
-        return got if got["status"]["state"] == "TASK_STATE_FAILED" else None
+        return got if got["status"]["state"] == "TASK_STATE_COMPLETED" else None
 
-    ended = await until(failed, "replica 2 to fail the orphaned task")
-    assert ended["status"]["message"]["parts"][0]["text"] == LAPSED_LEASE
+    ended = await until(finished, "replica 2 to run the orphaned task again")
+    assert ended["artifacts"][0]["parts"][0]["text"] == "Echo: never finished"
+    assert [m["role"] for m in ended["history"]] == ["ROLE_USER", "ROLE_AGENT"]
 
 
 async def test_the_autonomous_goal_runs_once_per_interval_with_two_replicas(
@@ -204,10 +209,10 @@ async def test_a_stopping_agent_refuses_new_work_then_fails_what_still_runs(
         assert ended["status"]["message"]["parts"][0]["text"] == STOPPED
 
 
-async def test_sigterm_drains_while_listening_and_another_replica_reads_the_outcome(
+async def test_sigterm_drains_while_listening_then_hands_the_task_to_another_replica(
     agent_factory: AgentFactory, devmodel: DevModel, pg_dsn: str
 ) -> None:
-    one = agent_factory("shared", **store_env(pg_dsn, "replica-1", AGENT_SHUTDOWN_GRACE_SECONDS=5))
+    one = agent_factory("shared", **store_env(pg_dsn, "replica-1", AGENT_SHUTDOWN_GRACE_SECONDS=2))
     two = agent_factory("shared", **store_env(pg_dsn, "replica-2"))
     devmodel.set_faults(hang=True, routes=["chat"])
     task = await send(one.url, "cut short", wait=False)
@@ -227,6 +232,58 @@ async def test_sigterm_drains_while_listening_and_another_replica_reads_the_outc
     assert status == 503 and refused["error"]["data"]["code"] == "shutting_down"
     assert await asyncio.to_thread(one.proc.wait, DEADLINE) == 0
 
-    ended = await get_task(two.url, task["id"])
-    assert ended["status"]["state"] == "TASK_STATE_FAILED"
-    assert ended["status"]["message"]["parts"][0]["text"] == STOPPED
+    # Not failed: handed over, and replica 2 (whose model call hangs too) now runs it.
+    await until(lambda: working_gauge(two), "replica 2 to claim the handed-over task")
+    assert (await get_task(two.url, task["id"]))["status"]["state"] == "TASK_STATE_WORKING"
+    devmodel.set_faults()
+
+    async def ended() -> dict[str, Any] | None:
+        got = await get_task(two.url, task["id"])
+        return got if got["status"]["state"] != "TASK_STATE_WORKING" else None
+
+    done = await until(ended, "replica 2 to finish the task")
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+
+
+async def load(agent: ServiceProcess) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as http, http.get(agent.url + "/load") as resp:
+        assert resp.status == 200
+        answer: dict[str, Any] = await resp.json()
+        return answer
+
+
+async def test_every_replica_reports_the_whole_agents_load(
+    agent_factory: AgentFactory, devmodel: DevModel, pg_dsn: str
+) -> None:
+    """What KEDA reads through the Service: the same Agent-wide count whichever replica
+    answers, though only one runs the tasks."""
+    one = agent_factory("shared", **store_env(pg_dsn, "replica-1"))
+    two = agent_factory("shared", **store_env(pg_dsn, "replica-2"))
+    assert await load(two) == {
+        "load": 0,
+        "tasks": 0,
+        "runs": 0,
+        "scope": "agent",
+        "degraded": False,
+    }
+    devmodel.set_faults(hang=True, routes=["chat"])
+    tasks = [await send(one.url, f"take your time {i}", wait=False) for i in range(3)]
+
+    async def all_three() -> bool:
+        return await working_gauge(one) == 3
+
+    await until(all_three, "replica 1 to run the three tasks")
+    for replica in (one, two):
+        assert await load(replica) == {
+            "load": 3,
+            "tasks": 3,
+            "runs": 0,
+            "scope": "agent",
+            "degraded": False,
+        }
+    await rpc(two.url, "CancelTask", {"id": tasks[0]["id"]})
+
+    async def two_left() -> bool:
+        return (await load(two))["tasks"] == 2
+
+    await until(two_left, "the canceled task to leave the load")

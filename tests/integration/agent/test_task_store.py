@@ -5,6 +5,7 @@ clock, so leases lapse and retention passes without waiting."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from kaos_agent.a2a.tasks import (
     completed,
     failed,
     new_task,
+    resume_limit,
 )
 from kaos_agent.settings import AgentSettings
 from kaos_core.settings import SettingsError
@@ -140,6 +142,10 @@ async def test_terminal_states_stick(store: TaskStore) -> None:
 async def test_a_lapsed_lease_fails_the_task_and_a_renewed_one_does_not(
     store: TaskStore, clock: Clock
 ) -> None:
+    if store.shared or isinstance(store, SqliteTaskStore):
+        # A store that outlives its process resumes instead (``test_task_resume``): its
+        # lapsed tasks fail only once resumed too often, as if that bound were 0.
+        store.max_resumes = 0  # type: ignore[attr-defined]
     orphan = await created(store, "alice", runner="pod-gone")
     alive = await created(store, "alice", runner="pod-a")
     done = await created(store, "alice", runner="pod-gone")
@@ -153,11 +159,41 @@ async def test_a_lapsed_lease_fails_the_task_and_a_renewed_one_does_not(
 
     failed_task = await store.get(orphan.id, "alice")
     assert failed_task is not None and failed_task.status.state == pb.TASK_STATE_FAILED
-    assert failed_task.status.message.parts[0].text == LAPSED_LEASE
+    reason = LAPSED_LEASE if isinstance(store, MemoryTaskStore) else resume_limit(0)
+    assert failed_task.status.message.parts[0].text == reason
     kept = await store.get(alive.id, "alice")
     assert kept is not None and kept.status.state == pb.TASK_STATE_WORKING
     assert (await store.get(done.id, "alice")).status.state == pb.TASK_STATE_COMPLETED  # type: ignore[union-attr]
     assert await store.expire_leases() == 0
+
+
+async def test_a_released_lease_is_claimed_at_once_and_only_the_runners_own(
+    store: TaskStore, clock: Clock
+) -> None:
+    mine = await created(store, "alice", runner="pod-a")
+    theirs = await created(store, "alice", runner="pod-b")
+    done = await created(store, "alice", runner="pod-a")
+    await store.finish(done.id, completed("done"))
+
+    released = await store.release("pod-a", [mine.id, theirs.id, done.id, "missing"])
+    clock.now += 1  # a beat later, far inside the lease
+    claims = await store.claim_lapsed("pod-c")
+    if isinstance(store, MemoryTaskStore):
+        # Nobody else could resume it: nothing released, the run fails it (``STOPPED``).
+        assert released == 0 and claims == []
+        return
+    assert released == 1
+    assert [(c.task.id, c.resumes) for c in claims] == [(mine.id, 1)]
+    assert await store.release("pod-a", [mine.id]) == 0  # pod-c's now
+    kept = await store.get(theirs.id, "alice")
+    assert kept is not None and kept.status.state == pb.TASK_STATE_WORKING
+    assert await store.claim_lapsed("pod-d") == []
+    # A hand-over does not count as a resume: handed on and on, the task is still claimed
+    # with the count it had (a crash's lapse counts: the resume bound is for those).
+    for pod, after in (("pod-c", "pod-d"), ("pod-d", "pod-e"), ("pod-e", "pod-f")):
+        assert await store.release(pod, [mine.id]) == 1
+        clock.now += 1
+        assert [(c.task.id, c.resumes) for c in await store.claim_lapsed(after)] == [(mine.id, 1)]
 
 
 async def test_the_sweep_deletes_only_finished_tasks_past_the_retention(
@@ -204,9 +240,9 @@ async def test_sqlite_tasks_outlive_the_store(tmp_path: Path, clock: Clock) -> N
         kept = await second.get(done.id, "alice")
         assert kept is not None and kept.status.state == pb.TASK_STATE_COMPLETED
         clock.now += LEASE + 1
-        assert await second.expire_leases() == 1
-        lost = await second.get(running.id, "alice")
-        assert lost is not None and lost.status.state == pb.TASK_STATE_FAILED
+        assert await second.expire_leases() == 0
+        [claim] = await second.claim_lapsed("pod-a")
+        assert claim.task.id == running.id and claim.checkpoint is None
     finally:
         await second.close()
 
@@ -235,6 +271,30 @@ async def test_postgres_replicas_create_the_schema_together_and_hear_cancels(
                 await replicas[2].cancel(other.id, "alice")
                 task = other
         assert pg_dsn not in repr(replicas[0])
+    finally:
+        listening.cancel()
+        await asyncio.gather(listening, return_exceptions=True)
+        await asyncio.gather(*(r.close() for r in replicas))
+
+
+async def test_a_postgres_release_wakes_the_other_replicas(pg_dsn: str, clock: Clock) -> None:
+    replicas = [PostgresTaskStore(pg_dsn, lease_seconds=LEASE, clock=clock) for _ in range(2)]
+    await asyncio.gather(*(r.start() for r in replicas))
+    woken = asyncio.Event()
+    listening = asyncio.create_task(replicas[1].listen_cancels(lambda _: None, woken.set))
+    try:
+        # The listener may not be listening yet: hand over until it hears one.
+        deadline = asyncio.get_running_loop().time() + 20
+        while not woken.is_set():
+            task = await created(replicas[0], "alice", runner="pod-a")
+            assert await replicas[0].release("pod-a", [task.id]) == 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), 0.5)
+            assert asyncio.get_running_loop().time() < deadline, "no release notification"
+        woken.clear()
+        assert await replicas[0].release("pod-a", ["missing"]) == 0
+        with pytest.raises(TimeoutError):  # nothing released: nobody woken
+            await asyncio.wait_for(woken.wait(), 1.0)
     finally:
         listening.cancel()
         await asyncio.gather(listening, return_exceptions=True)

@@ -210,6 +210,9 @@ def test_cluster_role_grants_only_what_the_operator_uses(helm: Helm) -> None:
         # An Agent's spec.autoscaling: an HPA, or KEDA's ScaledObject where it is served.
         ("autoscaling", "horizontalpodautoscalers"): crud,
         ("keda.sh", "scaledobjects"): crud,
+        # An Agent's spec.schedules: its CronJobs, and the Jobs they start (read only).
+        ("batch", "cronjobs"): crud,
+        ("batch", "jobs"): {"get", "list", "watch"},
         # Listed only while a resource's Deployment is not available, to name the cause
         # in its Ready condition (a claim's Events, the pods' states).
         ("", "events"): {"create", "list"},

@@ -5,8 +5,11 @@ psycopg 3 on the event loop, with a small pool; imported only when this store is
 configured (``kaos_agent.a2a.stores``), so an agent on another store never loads it.
 The schema is created at start under a transaction-scoped advisory lock, so replicas
 starting together do not race on it. A transition reads the row ``FOR UPDATE`` and
-writes it back in one transaction; the lapsed-lease sweep takes its rows ``SKIP LOCKED``
-so replicas sweeping together share the work. A cancel notifies ``CANCEL_CHANNEL`` with
+writes it back in one transaction; a claim of lapsed tasks (and the failing of those
+resumed too often) takes its rows ``SKIP LOCKED`` in one statement, so replicas sweeping
+together share the work and never claim the same task. A hand-over (``release``) notifies
+``RELEASE_CHANNEL``, so the other replicas claim its tasks at once rather than at their next
+beat. A cancel notifies ``CANCEL_CHANNEL`` with
 the task's id (delivered at commit): the replica running it listens on a dedicated
 connection (reconnected with backoff after a loss) and stops the run; the bounded poll
 of ``cancel_requested`` (``kaos_agent.a2a.runs``) covers notifications missed meanwhile.
@@ -29,20 +32,24 @@ from psycopg_pool import AsyncConnectionPool
 
 from kaos_agent.a2a import sql_store as sql
 from kaos_agent.a2a.tasks import (
-    LAPSED_LEASE,
+    CLAIM_LIMIT,
+    MAX_RESUMES,
     SWEEP_LIMIT,
     Cancel,
+    Claim,
     TaskStore,
     TaskStoreUnavailable,
     Transition,
     canceled,
     failed,
+    resume_limit,
     visible,
 )
 
 log = logging.getLogger(__name__)
 
 CANCEL_CHANNEL = "kaos_agent_task_cancel"
+RELEASE_CHANNEL = "kaos_agent_task_release"
 POOL_SIZE = 4
 
 
@@ -68,8 +75,10 @@ class PostgresTaskStore(TaskStore):
         lease_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
         start_timeout: float = 30.0,
+        max_resumes: int = MAX_RESUMES,
     ) -> None:
         self._dsn = dsn
+        self.max_resumes = max_resumes
         self.start_timeout = start_timeout
         self.lease_seconds = lease_seconds
         self.clock = clock
@@ -94,6 +103,10 @@ class PostgresTaskStore(TaskStore):
                 await cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (sql.TASKS,))
                 for statement in sql.schema("BYTEA"):
                     await cur.execute(statement)
+                for name, declaration in sql.added_columns("BYTEA"):
+                    await cur.execute(
+                        f"ALTER TABLE {sql.TASKS} ADD COLUMN IF NOT EXISTS {name} {declaration}"
+                    )
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -203,11 +216,42 @@ class PostgresTaskStore(TaskStore):
                 await cur.execute(statement, (list(task_ids),))
                 return [r[0] for r in await cur.fetchall()]
 
+    async def checkpoint(self, task_id: str, runner: str, data: bytes) -> bool:
+        with _driver_errors("checkpoint"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.CHECKPOINT, (data, self.clock(), task_id, runner))
+                return cur.rowcount > 0
+
+    async def release(self, runner: str, task_ids: Sequence[str]) -> int:
+        now, count = self.clock(), 0
+        with _driver_errors("release"):
+            async with self._transaction() as cur:
+                for task_id in task_ids:
+                    await cur.execute(sql.RELEASE, (now, now, task_id, runner))
+                    count += cur.rowcount
+                if count:
+                    await cur.execute("SELECT pg_notify(%s, '')", (RELEASE_CHANNEL,))
+        return count
+
+    async def claim_lapsed(self, runner: str, limit: int = CLAIM_LIMIT) -> list[Claim]:
+        params = sql.claim_params(
+            runner,
+            now=self.clock(),
+            lease_seconds=self.lease_seconds,
+            max_resumes=self.max_resumes,
+            limit=limit,
+        )
+        with _driver_errors("claim_lapsed"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.claim_statement("FOR UPDATE SKIP LOCKED"), params)
+                return sql.claimed(await cur.fetchall())
+
     async def expire_leases(self, limit: int = SWEEP_LIMIT) -> int:
-        change = failed(LAPSED_LEASE)
+        change = failed(resume_limit(self.max_resumes))
+        params = (self.clock(), self.max_resumes, limit)
         with _driver_errors("expire_leases"):
             async with self._transaction() as cur:
-                await cur.execute(sql.EXPIRED + " FOR UPDATE SKIP LOCKED", (self.clock(), limit))
+                await cur.execute(sql.EXPIRED + " FOR UPDATE SKIP LOCKED", params)
                 ids = [r[0] for r in await cur.fetchall()]
                 count = 0
                 for task_id in ids:
@@ -221,6 +265,14 @@ class PostgresTaskStore(TaskStore):
                 await cur.execute(sql.SWEEP, (self.clock() - retention_seconds, limit))
                 return cur.rowcount
 
+    async def count_working(self) -> int:
+        """The whole Agent's working tasks (``kaos_agent.load.CountsWorking``)."""
+        with _driver_errors("count_working"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.COUNT_WORKING)
+                row = await cur.fetchone()
+        return int(row[0]) if row is not None else 0
+
     async def try_lease(self, name: str, holder: str, seconds: float) -> bool:
         now = self.clock()
         with _driver_errors("try_lease"):
@@ -228,16 +280,23 @@ class PostgresTaskStore(TaskStore):
                 await cur.execute(sql.TAKE_LEASE, (name, holder, now + seconds, now))
                 return await cur.fetchone() is not None
 
-    async def listen_cancels(self, on_cancel: Callable[[str], None]) -> None:
+    async def listen_cancels(
+        self, on_cancel: Callable[[str], None], on_release: Callable[[], None] | None = None
+    ) -> None:
         attempt = 0
         while True:
             try:
                 conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
                 async with conn:
                     await conn.execute(f"LISTEN {CANCEL_CHANNEL}")
+                    if on_release is not None:
+                        await conn.execute(f"LISTEN {RELEASE_CHANNEL}")
                     attempt = 0
                     async for notice in conn.notifies():
-                        on_cancel(notice.payload)
+                        if notice.channel == RELEASE_CHANNEL and on_release is not None:
+                            on_release()
+                        elif notice.channel == CANCEL_CHANNEL:
+                            on_cancel(notice.payload)
             except psycopg.Error as exc:
                 log.warning(
                     "task cancel listener lost its connection",

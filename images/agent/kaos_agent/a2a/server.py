@@ -10,7 +10,11 @@ error objects with HTTP 200, the codes of the A2A specification.
 Tasks live in the configured store (``kaos_agent.a2a.tasks``): with a store shared by the
 Agent's replicas, any replica answers ``GetTask``, ``ListTasks`` and ``CancelTask`` for
 any task, and a cancel reaches the replica running it (``kaos_agent.a2a.runs``). A run's
-end is written to the store before the task is answered as ended. A replica that is
+end is written to the store before the task is answered as ended. Each step of a run is
+checkpointed (``kaos_agent.a2a.checkpoint``); a task claimed from a replica that died is
+resumed here from its checkpoint, with the run context its task's metadata recorded
+(session, principal, delegation depth: a verified user's token is a credential, not
+stored, so a resumed run goes on without it). A replica that is
 stopping refuses ``SendMessage`` with HTTP 503 (the error's ``data.code`` is
 ``shutting_down``), as it refuses other callers (see below).
 
@@ -59,8 +63,10 @@ from kaos_core.http.jsonrpc import (
 from kaos_core.http.middleware import request_id
 from kaos_core.wire import A2A_VERSION_HEADER
 
+from kaos_agent.a2a.checkpoint import LeaseLost, Recorder, Save, decode
 from kaos_agent.a2a.runs import STOPPED, ShuttingDown, TaskRuns
 from kaos_agent.a2a.tasks import (
+    Claim,
     TaskStore,
     Transition,
     canceled,
@@ -69,7 +75,7 @@ from kaos_agent.a2a.tasks import (
     new_task,
 )
 from kaos_agent.auth import EdgeAuth
-from kaos_agent.context import RunDeps, Verified, run_context
+from kaos_agent.context import RunDeps, Verified, parse_depth, run_context
 from kaos_agent.delegation import KAOS_METADATA_KEY
 from kaos_agent.runner import AgentRuntime
 
@@ -205,6 +211,7 @@ class A2AServer:
         self.tasks = tasks
         self.runs = runs
         self.auth = auth
+        runs.on_claim = self._resume
         # Method name → (handler, speaks protocol 0.3 shapes).
         self._methods: dict[str, tuple[Handler, bool]] = {
             "SendMessage": (self._send_message, False),
@@ -273,7 +280,11 @@ class A2AServer:
             return _rpc_error(req_id, METHOD_NOT_FOUND, f"method {method!r} not found")
         handler, legacy = entry
         if method in _STARTS_RUN and self.runs.draining:
-            return _refusal(req_id, ShuttingDown())
+            refused = _refusal(req_id, ShuttingDown())
+            # The connection closes with it: the caller's next one goes through the Service
+            # to another replica (a kept-alive one would come back here).
+            refused.force_close()
+            return refused
         try:
             result = await handler(request, body.get("params", {}), legacy)
         except RpcError as exc:
@@ -305,21 +316,11 @@ class A2AServer:
             send = _parse(params, pb.SendMessageRequest())
             message = send.message
             background = send.configuration.return_immediately
-        text = _message_text(message)
-        if not text.strip():
+        if not _message_text(message).strip():
             raise RpcError(INVALID_PARAMS, "the message has no text part")
         deps = _context(request, message)
         principal = deps.principal
-        meta: dict[str, object] = {
-            KAOS_METADATA_KEY: {
-                "sessionId": deps.session_id,
-                "principal": principal,
-                "delegationDepth": deps.depth,
-            }
-        }
-        task = new_task(message, context_id=deps.session_id, metadata=meta)
-        await self.tasks.create(task, principal=principal, runner=self.runs.runner)
-        run = self.runs.begin(task.id, self._run(task.id, text, deps))
+        task, run = await self.start(message, deps)
         if not background:
             try:
                 await run
@@ -332,13 +333,65 @@ class A2AServer:
         result = self._task_result(task, legacy)
         return result if legacy else {"task": result}
 
-    async def _run(self, task_id: str, text: str, deps: RunDeps) -> None:
+    async def start(self, message: pb.Message, deps: RunDeps) -> tuple[pb.Task, asyncio.Task[None]]:
+        """Store the task of ``message`` (its text is the prompt) and start its run: the
+        task as stored, and the run (awaited by a blocking send, left to run otherwise).
+        What a resumed run reads back is in the task's metadata. Raises
+        ``TaskStoreUnavailable`` when the task cannot be stored: nothing runs then."""
+        meta: dict[str, object] = {
+            KAOS_METADATA_KEY: {
+                "sessionId": deps.session_id,
+                "principal": deps.principal,
+                "delegationDepth": deps.depth,
+            }
+        }
+        task = new_task(message, context_id=deps.session_id, metadata=meta)
+        await self.tasks.create(task, principal=deps.principal, runner=self.runs.runner)
+        recorder = Recorder(self._saver(task.id))
+        text = _message_text(message)
+        return task, self.runs.begin(task.id, self._run(task.id, text, deps, recorder))
+
+    def _saver(self, task_id: str) -> Save:
+        async def save(data: bytes) -> bool:
+            return await self.tasks.checkpoint(task_id, self.runs.runner, data)
+
+        return save
+
+    def _resume(self, claim: Claim) -> None:
+        """Run a task claimed from a replica that stopped, from its last checkpoint (from its
+        message when it has none)."""
+        task = claim.task
+        kaos = MessageToDict(task.metadata).get(KAOS_METADATA_KEY)
+        kaos = kaos if isinstance(kaos, dict) else {}
+        text = _message_text(task.history[0]) if task.history else ""
+        try:
+            resume = decode(claim.checkpoint) if claim.checkpoint is not None else None
+            deps = RunDeps(
+                session_id=str(kaos.get("sessionId") or task.context_id),
+                principal=claim.principal,
+                depth=parse_depth(kaos.get("delegationDepth", 0)),
+            )
+        except (ValueError, KaosError):
+            log.warning("a claimed task cannot be resumed", extra={"task": task.id})
+            run = self._end(task.id, failed("the run could not be resumed from its checkpoint"))
+            self.runs.begin(task.id, run)
+            return
+        recorder = Recorder(self._saver(task.id), resume)
+        self.runs.begin(task.id, self._run(task.id, text, deps, recorder))
+
+    async def _run(self, task_id: str, text: str, deps: RunDeps, recorder: Recorder) -> None:
         """One run; its end is written to the store before the task reads as ended."""
         try:
-            outcome = await self.runtime.run(text, deps, entry="a2a")
+            outcome = await self.runtime.run(text, deps, entry="a2a", recorder=recorder)
+        except LeaseLost:
+            # Another replica claimed the task (this one's lease lapsed): its run is theirs.
+            log.warning("a run stopped: another replica took its task", extra={"task": task_id})
+            return
         except asyncio.CancelledError:
-            # Stopped: by a cancel (already stored: no change), or by the pod stopping.
-            await self._end(task_id, failed(STOPPED) if self.runs.stopping else canceled)
+            # Stopped: by a cancel (already stored: no change), or by the pod stopping (the
+            # task failed, or handed over: left working for another replica to resume).
+            if not self.runs.handing_over:
+                await self._end(task_id, failed(STOPPED) if self.runs.stopping else canceled)
             raise
         except KaosError as exc:
             await self._end(task_id, failed(exc.message))
@@ -353,8 +406,9 @@ class A2AServer:
         try:
             await self.tasks.finish(task_id, change)
         except KaosError:
-            # The store logged why. The lease is no longer renewed: once it lapses, any
-            # replica fails the task (``LAPSED_LEASE``), so it is not left working.
+            # The store logged why. The lease is no longer renewed: once it lapses, a
+            # replica claims the task and resumes it from its last checkpoint (the final
+            # answer's, when the model gave one), so it is not left working.
             log.warning("the end of a task could not be stored", extra={"task": task_id})
 
     async def _get_task(self, request: web.Request, params: object, legacy: bool) -> object:

@@ -3,7 +3,9 @@
 Both ``kaos_agent.a2a.sqlite_store`` and ``kaos_agent.a2a.pg_store`` keep one row per task:
 its id, context, owner and state as columns (what ``list``, the lease check and the
 retention sweep select on) and the task itself as the protobuf's serialized bytes (the
-state column mirrors ``task.status.state``). Times are seconds since the epoch as each
+state column mirrors ``task.status.state``). A working task also carries its run's last
+checkpoint (``kaos_agent.a2a.checkpoint``) and how often it was resumed: columns added to
+tables of an earlier version at start (``added_columns``). Times are seconds since the epoch as each
 replica's clock reads them; a lease is tens of seconds, far above the skew of synchronized
 clocks. Statements are written with ``%s`` placeholders (psycopg's); SQLite's ``?`` is
 substituted by ``qmark``.
@@ -21,10 +23,15 @@ from typing import Any
 
 from a2a.types import a2a_pb2 as pb
 
-from kaos_agent.a2a.tasks import TERMINAL_STATES, Transition, visible
+from kaos_agent.a2a.tasks import TERMINAL_STATES, Claim, Transition, visible
 
 TASKS = "kaos_agent_tasks"
 LEASES = "kaos_agent_leases"
+
+
+def added_columns(blob: str) -> list[tuple[str, str]]:
+    """Columns added after the first version of the table: (name, declaration), in order."""
+    return [("checkpoint", f"{blob}"), ("resumes", "INTEGER NOT NULL DEFAULT 0")]
 
 
 def schema(blob: str) -> list[str]:
@@ -56,6 +63,12 @@ def schema(blob: str) -> list[str]:
 
 
 _TERMINAL = ", ".join(f"'{pb.TaskState.Name(s)}'" for s in sorted(TERMINAL_STATES))
+_UNFINISHED = ", ".join(
+    f"'{pb.TaskState.Name(s)}'" for s in (pb.TASK_STATE_SUBMITTED, pb.TASK_STATE_WORKING)
+)
+# The Agent's load (kaos_agent.load): its tasks still to finish, those whose replica died
+# and that wait to be claimed included (the retention index covers the state).
+COUNT_WORKING = f"SELECT count(*) FROM {TASKS} WHERE state IN ({_UNFINISHED})"
 
 INSERT = (
     f"INSERT INTO {TASKS} (id, context_id, principal, state, created_at, updated_at, runner,"
@@ -69,10 +82,58 @@ UPDATE = (
 )
 VISIBLE = "(principal IS NULL OR principal = %s)"
 ANONYMOUS = "principal IS NULL"
+# Lapsed leases of tasks resumed as often as allowed: failed, not claimed.
 EXPIRED = (
     f"SELECT id FROM {TASKS} WHERE lease_until IS NOT NULL AND lease_until < %s"
-    " ORDER BY lease_until LIMIT %s"
+    " AND resumes >= %s ORDER BY lease_until LIMIT %s"
 )
+# A hand-over: the lease of a working task its runner stopped ends now (claimable at once).
+# A hand-over (a graceful stop) does not count against the resume bound, which is for runs
+# that keep killing their pods: the claim that follows counts it back.
+RELEASE = (
+    f"UPDATE {TASKS} SET lease_until = %s, updated_at = %s,"
+    " resumes = CASE WHEN resumes > 0 THEN resumes - 1 ELSE 0 END"
+    " WHERE id = %s AND runner = %s AND lease_until IS NOT NULL"
+)
+# A step of a run, kept only while its runner still holds the task.
+CHECKPOINT = (
+    f"UPDATE {TASKS} SET checkpoint = %s, updated_at = %s"
+    " WHERE id = %s AND runner = %s AND lease_until IS NOT NULL"
+)
+
+
+def claim_statement(lock: str = "") -> str:
+    """Take over tasks whose lease lapsed and that may be resumed again (``lock``: how the
+    candidates are locked, PostgreSQL's ``FOR UPDATE SKIP LOCKED``). Parameters: runner,
+    new lease end, now, now, resume bound, limit, now."""
+    return (
+        f"UPDATE {TASKS} SET runner = %s, lease_until = %s, resumes = resumes + 1,"
+        f" updated_at = %s WHERE id IN (SELECT id FROM {TASKS} WHERE lease_until IS NOT NULL"
+        f" AND lease_until < %s AND resumes < %s ORDER BY lease_until LIMIT %s {lock})"
+        " AND lease_until IS NOT NULL AND lease_until < %s"
+        " RETURNING id, principal, task, checkpoint, resumes"
+    )
+
+
+def claim_params(
+    runner: str, *, now: float, lease_seconds: float, max_resumes: int, limit: int
+) -> tuple[object, ...]:
+    return (runner, now + lease_seconds, now, now, max_resumes, limit, now)
+
+
+def claimed(rows: Sequence[Sequence[Any]]) -> list[Claim]:
+    """The claims of ``claim_statement``'s rows."""
+    return [
+        Claim(
+            task=decode(r[2]),
+            principal=r[1],
+            checkpoint=bytes(r[3]) if r[3] is not None else None,
+            resumes=int(r[4]),
+        )
+        for r in rows
+    ]
+
+
 SWEEP = (
     f"DELETE FROM {TASKS} WHERE id IN (SELECT id FROM {TASKS} WHERE state IN ({_TERMINAL})"
     " AND updated_at < %s ORDER BY updated_at LIMIT %s)"

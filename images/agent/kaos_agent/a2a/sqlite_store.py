@@ -4,7 +4,8 @@ restarts.
 The standard library's ``sqlite3`` in WAL mode, on one connection owned by one worker
 thread: every operation is one transaction run there, so the event loop never waits on
 the disk and no two operations interleave. A restarted pod finds the working tasks of
-its previous life with lapsed leases and fails them (``LAPSED_LEASE``) on its first sweep.
+its previous life with lapsed leases and resumes them from their checkpoints (or fails
+those resumed too often) on its first beat.
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ from a2a.types import a2a_pb2 as pb
 
 from kaos_agent.a2a import sql_store as sql
 from kaos_agent.a2a.tasks import (
-    LAPSED_LEASE,
+    CLAIM_LIMIT,
+    MAX_RESUMES,
     SWEEP_LIMIT,
     Cancel,
+    Claim,
     TaskStore,
     TaskStoreUnavailable,
     Transition,
     canceled,
     failed,
+    resume_limit,
     visible,
 )
 
@@ -40,10 +44,16 @@ log = logging.getLogger(__name__)
 
 class SqliteTaskStore(TaskStore):
     def __init__(
-        self, path: Path, *, lease_seconds: float = 30.0, clock: Callable[[], float] = time.time
+        self,
+        path: Path,
+        *,
+        lease_seconds: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        max_resumes: int = MAX_RESUMES,
     ) -> None:
         self.path = path
         self.lease_seconds = lease_seconds
+        self.max_resumes = max_resumes
         self.clock = clock
         self._executor: ThreadPoolExecutor | None = None
         self._db: sqlite3.Connection | None = None
@@ -65,9 +75,13 @@ class SqliteTaskStore(TaskStore):
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA busy_timeout=5000")
-        with _transaction(db):
+        with _transaction(db, immediate=True):
             for statement in sql.schema("BLOB"):
                 db.execute(statement)
+            have = {r[1] for r in db.execute(f"PRAGMA table_info({sql.TASKS})")}
+            for name, declaration in sql.added_columns("BLOB"):
+                if name not in have:
+                    db.execute(f"ALTER TABLE {sql.TASKS} ADD COLUMN {name} {declaration}")
         self._db = db
 
     def _close(self, _db: sqlite3.Connection | None = None) -> None:
@@ -173,10 +187,40 @@ class SqliteTaskStore(TaskStore):
 
         return await self._run(work)
 
+    async def checkpoint(self, task_id: str, runner: str, data: bytes) -> bool:
+        params = (data, self.clock(), task_id, runner)
+        return await self._run(_write, sql.qmark(sql.CHECKPOINT), params) > 0
+
+    async def release(self, runner: str, task_ids: Sequence[str]) -> int:
+        now, statement = self.clock(), sql.qmark(sql.RELEASE)
+
+        def work(db: sqlite3.Connection) -> int:
+            with _transaction(db, immediate=True):
+                return sum(db.execute(statement, (now, now, i, runner)).rowcount for i in task_ids)
+
+        return await self._run(work)
+
+    async def claim_lapsed(self, runner: str, limit: int = CLAIM_LIMIT) -> list[Claim]:
+        statement = sql.qmark(sql.claim_statement())
+        params = sql.claim_params(
+            runner,
+            now=self.clock(),
+            lease_seconds=self.lease_seconds,
+            max_resumes=self.max_resumes,
+            limit=limit,
+        )
+
+        def work(db: sqlite3.Connection) -> list[Claim]:
+            with _transaction(db, immediate=True):
+                return sql.claimed(db.execute(statement, params).fetchall())
+
+        return await self._run(work)
+
     async def expire_leases(self, limit: int = SWEEP_LIMIT) -> int:
         def work(db: sqlite3.Connection) -> int:
-            ids = [r[0] for r in db.execute(sql.qmark(sql.EXPIRED), (self.clock(), limit))]
-            change = failed(LAPSED_LEASE)
+            params = (self.clock(), self.max_resumes, limit)
+            ids = [r[0] for r in db.execute(sql.qmark(sql.EXPIRED), params)]
+            change = failed(resume_limit(self.max_resumes))
             return sum(1 for i in ids if self._change(db, i, change)[1])
 
         return await self._run(work)

@@ -8,13 +8,20 @@ same task changes nothing, whichever replica attempts it.
 
 ``TaskStore`` is the narrow interface the server and the run bookkeeping
 (``kaos_agent.a2a.runs``) use. A running task holds a lease: the replica running it
-(``runner``) renews ``lease_until`` while the run goes on; a task whose lease lapsed (its
-pod died) is failed by whichever replica finds it. A cancel may be requested from any
-replica: it ends the task as canceled at once and marks it ``cancel_requested`` for the
-replica running it to stop the run. Finished tasks are deleted after the retention, a
-bounded number per sweep. Stores: ``MemoryTaskStore`` (here: one pod, bounded, lost with
-it), ``kaos_agent.a2a.sqlite_store`` (one file, one replica) and
-``kaos_agent.a2a.pg_store`` (PostgreSQL, shared by every replica).
+(``runner``) renews ``lease_until`` while the run goes on and checkpoints each step of it
+(``checkpoint``, kept only while it still holds the task). A task whose lease lapsed (its
+pod died) is claimed by whichever replica finds it first (``claim_lapsed``: one atomic
+update makes it the runner), which resumes the run from its last checkpoint; a task
+resumed ``MAX_RESUMES`` times is failed instead (``resume_limit``), so a task that kills
+its replicas cannot go round them forever. A replica stopping with runs it could not
+finish hands them over: it ends their leases at once (``release``), and they are claimed
+as lapsed ones are (a hand-over counts as a resume). The in-process store has no other replica to
+hand over to: there a lapsed lease fails the task (``LAPSED_LEASE``). A cancel may be
+requested from any replica: it ends the task as canceled at once and marks it
+``cancel_requested`` for the replica running it to stop the run. Finished tasks are
+deleted after the retention, a bounded number per sweep. Stores: ``MemoryTaskStore``
+(here: one pod, bounded, lost with it), ``kaos_agent.a2a.sqlite_store`` (one file, one
+replica) and ``kaos_agent.a2a.pg_store`` (PostgreSQL, shared by every replica).
 """
 
 from __future__ import annotations
@@ -44,6 +51,18 @@ TERMINAL_STATES = frozenset(
 )
 
 LAPSED_LEASE = "the replica running this task stopped before it finished"
+# How often a task is resumed after its replica stopped, at most.
+MAX_RESUMES = 3
+# At most this many lapsed tasks are claimed by one replica per beat.
+CLAIM_LIMIT = 10
+
+
+def resume_limit(resumes: int) -> str:
+    return (
+        f"the replicas running this task stopped {resumes + 1} times before it finished;"
+        " it is not resumed again"
+    )
+
 
 # A change of a stored task: edits it in place, True when it changed.
 Transition = Callable[[pb.Task], bool]
@@ -151,6 +170,18 @@ class Cancel:
     canceled: bool
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A working task this replica took over: its run's last checkpoint (``None``: no step
+    was kept, the run starts again from the task's message) and how often it was resumed,
+    this time included."""
+
+    task: pb.Task
+    principal: str | None
+    checkpoint: bytes | None
+    resumes: int
+
+
 class TaskStore(abc.ABC):
     """Where A2A tasks live. Every method is safe to call from any replica sharing it."""
 
@@ -197,8 +228,26 @@ class TaskStore(abc.ABC):
         """Which of these tasks a cancel was requested for."""
 
     @abc.abstractmethod
+    async def checkpoint(self, task_id: str, runner: str, data: bytes) -> bool:
+        """Keep ``data`` as the task's last checkpoint if ``runner`` still holds it; whether
+        it does."""
+
+    async def claim_lapsed(self, runner: str, limit: int = CLAIM_LIMIT) -> list[Claim]:
+        """Make ``runner`` the runner of working tasks whose lease lapsed and that may be
+        resumed again, atomically (two replicas never claim the same task); a store with no
+        other replica claims nothing."""
+        return []
+
+    async def release(self, runner: str, task_ids: Sequence[str]) -> int:
+        """End now the leases ``runner`` holds on these working tasks (its runs stopped
+        without ending them: a hand-over), so that ``claim_lapsed`` takes them at once;
+        how many. A store with no other replica releases nothing."""
+        return 0
+
+    @abc.abstractmethod
     async def expire_leases(self, limit: int = SWEEP_LIMIT) -> int:
-        """Fail working tasks whose lease lapsed (``LAPSED_LEASE``); how many."""
+        """Fail working tasks whose lease lapsed and that are not claimed instead (those
+        resumed ``MAX_RESUMES`` times; in memory, all); how many."""
 
     @abc.abstractmethod
     async def sweep(self, retention_seconds: float, limit: int = SWEEP_LIMIT) -> int:
@@ -208,10 +257,13 @@ class TaskStore(abc.ABC):
     async def try_lease(self, name: str, holder: str, seconds: float) -> bool:
         """Take (or keep) the named lease for ``seconds``; False while another holds it."""
 
-    async def listen_cancels(self, on_cancel: Callable[[str], None]) -> None:  # noqa: B027
-        """Call ``on_cancel(task_id)`` for each cancel requested on another replica, until
+    async def listen_cancels(  # noqa: B027
+        self, on_cancel: Callable[[str], None], on_release: Callable[[], None] | None = None
+    ) -> None:
+        """Call ``on_cancel(task_id)`` for each cancel requested on another replica, and
+        ``on_release()`` when a replica released leases (tasks to claim now), until
         cancelled; a store without notifications returns at once (``cancel_requested``
-        is polled instead)."""
+        is polled instead, and lapsed tasks claimed on the beat)."""
 
 
 @dataclass
@@ -292,6 +344,11 @@ class MemoryTaskStore(TaskStore):
 
     async def cancel_requested(self, task_ids: Sequence[str]) -> list[str]:
         return [i for i in task_ids if (r := self._rows.get(i)) is not None and r.cancel_requested]
+
+    async def checkpoint(self, task_id: str, runner: str, data: bytes) -> bool:
+        # One process: nothing resumes from it, so only the ownership is answered.
+        row = self._rows.get(task_id)
+        return row is not None and row.runner == runner and row.lease_until is not None
 
     async def expire_leases(self, limit: int = SWEEP_LIMIT) -> int:
         now, change, count = self.clock(), failed(LAPSED_LEASE), 0

@@ -10,6 +10,7 @@ from kaos_agent.settings.model import ModelSettings, ModelTools, Sampling
 from kaos_agent.settings.run import DelegationSettings, McpServers, RunBudget, ToolSettings
 from kaos_agent.settings.service import GROUPS, AgentSettings
 from kaos_agent.settings.tasks import TaskStoreSettings, TaskStoreType
+from kaos_agent.settings.triggers import Trigger, TriggerSettings
 
 __all__ = [
     "GROUPS",
@@ -30,4 +31,6 @@ __all__ = [
     "TaskStoreSettings",
     "TaskStoreType",
     "ToolSettings",
+    "Trigger",
+    "TriggerSettings",
 ]

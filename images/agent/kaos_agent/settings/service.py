@@ -29,6 +29,7 @@ from kaos_agent.settings.memory import AgentMemorySettings
 from kaos_agent.settings.model import ModelSettings
 from kaos_agent.settings.run import DelegationSettings, McpServers, RunBudget, ToolSettings
 from kaos_agent.settings.tasks import TaskStoreSettings
+from kaos_agent.settings.triggers import TriggerSettings
 
 
 class AgentSettings(VerifiedIdentity):
@@ -58,6 +59,7 @@ class AgentSettings(VerifiedIdentity):
     memory: AgentMemorySettings = group(AgentMemorySettings.title)
     autonomous_mode: AutonomousMode = group(AutonomousMode.title)
     task_store: TaskStoreSettings = group(TaskStoreSettings.title)
+    webhooks: TriggerSettings = group(TriggerSettings.title)
     limits: HttpLimits = group(HttpLimits.title)
     telemetry: TelemetrySettings = group(TelemetrySettings.title)
     user_rbac: UserRbac = group(UserRbac.title)
@@ -131,6 +133,7 @@ GROUPS: dict[str, str] = {
     "memory": AgentMemorySettings.title,
     "autonomous_mode": AutonomousMode.title,
     "task_store": TaskStoreSettings.title,
+    "webhooks": TriggerSettings.title,
     "callers": "Verified agent identity (delegation)",
     "users": "Verified user identity",
     "user_rbac": UserRbac.title,

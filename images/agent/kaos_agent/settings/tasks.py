@@ -51,7 +51,9 @@ class TaskStoreSettings(SettingsGroup):
     )
     lease_seconds: float = setting(
         "how long a running task's lease lasts unless its replica renews it (every third of"
-        " it); a task whose lease lapsed is failed by any replica",
+        " it); a task whose lease lapsed (its replica died) is resumed from its last"
+        " checkpoint by another replica (`external`) or by the restarted pod (`local`), and"
+        " failed after 3 resumes; with `memory` it is failed",
         env=TASK_LEASE_SECONDS,
         default=30.0,
         ge=1,
@@ -64,8 +66,10 @@ class TaskStoreSettings(SettingsGroup):
         default_doc="the host name",
     )
     shutdown_grace_seconds: float = setting(
-        "on SIGTERM, how long running tasks may go on before they are failed (keep it below"
-        " the pod's `terminationGracePeriodSeconds`)",
+        "on SIGTERM, how long running tasks may go on before they are stopped: handed over"
+        " to another replica with `external` (their leases released, resumed from their"
+        " checkpoints), failed otherwise (keep it a few seconds below the pod's"
+        " `terminationGracePeriodSeconds`)",
         env=env.AGENT_SHUTDOWN_GRACE_SECONDS,
         default=20.0,
         ge=0,

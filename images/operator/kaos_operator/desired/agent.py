@@ -18,7 +18,14 @@ from kaos_core.endpoints import format_endpoints
 from kaos_core.memory.contract import scope_rank
 from kaos_core.wire import agent_identity
 
-from kaos_operator.desired import agent_scaling, agent_tasks, egress, security
+from kaos_operator.desired import (
+    agent_scaling,
+    agent_schedules,
+    agent_tasks,
+    agent_triggers,
+    egress,
+    security,
+)
 from kaos_operator.desired.common import (
     AGENT_PORT,
     NONROOT_UID,
@@ -225,6 +232,8 @@ def agent_deployment(agent: Agent, ctx: AgentContext) -> Obj:
     spec = agent.spec
     secured = ctx.posture.security_enabled
     env = agent_env(agent, ctx)
+    # The triggers' secrets are files of the pod (a local stack has no such mount).
+    env.update(agent_triggers.triggers_env(agent))
     if secured:
         # Pod paths, so here and not in agent_env (a local stack has no such mounts).
         env.update(security.agent_security_env(ctx.posture))
@@ -234,6 +243,10 @@ def agent_deployment(agent: Agent, ctx: AgentContext) -> Obj:
     if tasks_volume is not None:
         mounts.append(agent_tasks.tasks_mount(ctx.tasks_dir))
         volumes.append(tasks_volume)
+    triggers_volume = agent_triggers.triggers_volume(agent)
+    if triggers_volume is not None:
+        mounts.append(agent_triggers.triggers_mount())
+        volumes.append(triggers_volume)
     main = container(
         "agent",
         spec.image or ctx.images.agent,
@@ -270,8 +283,9 @@ def desired_agent_objects(agent: Agent, ctx: AgentContext) -> list[Obj]:
     """The Deployment and Service of an Agent, owned by it; the claim of a local task
     store (first: a pod created before its claim is unschedulable until it appears); a
     PodDisruptionBudget with more than one replica; its autoscaler (a KEDA ScaledObject or a
-    HorizontalPodAutoscaler) with spec.autoscaling; with security on also its
-    ServiceAccount, callers ConfigMap and NetworkPolicy."""
+    HorizontalPodAutoscaler) with spec.autoscaling; a CronJob per schedule
+    (``agent_schedules``); with security on also its ServiceAccount, callers ConfigMap and
+    NetworkPolicy."""
     claim = agent_tasks.tasks_claim(agent)
     objects = [claim] if claim is not None else []
     objects += [agent_deployment(agent, ctx), service(agent, AGENT_PORT)]
@@ -280,17 +294,26 @@ def desired_agent_objects(agent: Agent, ctx: AgentContext) -> list[Obj]:
         objects.append(budget)
     objects += agent_scaling.scaler_objects(agent, ctx.keda_served, AGENT_PORT)
     objects += route_objects(agent, AGENT_PORT, agent.spec.gateway_route, ctx.gateway)
-    if ctx.posture.security_enabled:
+    secured = ctx.posture.security_enabled
+    objects += agent_schedules.schedule_objects(
+        agent,
+        image=agent.spec.image or ctx.images.agent,
+        pull_policy=ctx.images.pull_policy,
+        url=agent_endpoint(agent.namespace, agent.name),
+        secured=secured,
+    )
+    if secured:
+        policy = security.network_policy(
+            agent,
+            AGENT_PORT,
+            {"Agent": ctx.callers},
+            from_anywhere=agent.spec.agent_network.expose,
+        )
         objects += [
             security.service_account(agent),
-            security.callers_config_map(agent, ctx.callers),
+            security.callers_config_map(agent, agent_schedules.self_caller(agent, ctx.callers)),
             egress.with_egress(
-                security.network_policy(
-                    agent,
-                    AGENT_PORT,
-                    {"Agent": ctx.callers},
-                    from_anywhere=agent.spec.agent_network.expose,
-                ),
+                agent_schedules.admit_schedule_pods(policy, agent, AGENT_PORT),
                 egress.agent_egress(agent, ctx.posture),
             ),
         ]

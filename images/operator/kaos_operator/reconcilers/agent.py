@@ -3,7 +3,8 @@ Ready; keep running ones serving (with MemoryDegraded) when their store goes awa
 them without tools (ToolsSupported=False) when their model is known not to call tools;
 say whether every replica answers for every task (TasksShared), with a Warning Event
 when replicas keep their tasks apart (run as asked: existing Agents do); make the scaler
-the cluster offers for spec.autoscaling and say which (status.scaler, Autoscaled)."""
+the cluster offers for spec.autoscaling and say which (status.scaler, Autoscaled); run
+spec.schedules as CronJobs and report their last runs (status.schedules)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from kaos_operator.desired import (
     AgentContext,
     Endpoint,
     agent_scaling,
+    agent_schedules,
     agent_tasks,
     desired_agent_objects,
     security,
@@ -25,7 +27,7 @@ from kaos_operator.desired.agent import agent_endpoint, agent_refusal, memory_mo
 from kaos_operator.desired.mcpserver import mcp_endpoint
 from kaos_operator.desired.memorystore import memory_store_endpoint
 from kaos_operator.desired.modelapi import model_api_endpoint
-from kaos_operator.kube import Obj
+from kaos_operator.kube import CRONJOBS, JOBS, Obj
 from kaos_operator.reconcilers.base import Reconciler, is_ready
 from kaos_operator.status import StatusBuilder
 
@@ -76,6 +78,10 @@ def _live_env(dep: Obj | None) -> dict[str, str]:
         return {}
     containers = dep["spec"]["template"]["spec"].get("containers") or [{}]
     return {e["name"]: e.get("value", "") for e in containers[0].get("env") or [] if "name" in e}
+
+
+# A finished run whose Job still looks unfinished in the cache: looked at again after this.
+SCHEDULE_RECHECK_SECONDS = 5.0
 
 
 class AgentReconciler(Reconciler[Agent]):
@@ -210,6 +216,7 @@ class AgentReconciler(Reconciler[Agent]):
         if not await self.converge(agent, desired, status):
             return
         self.route_status(agent, agent.spec.gateway_route, status)
+        self.schedules_status(agent, status)
         scaler = agent_scaling.scaler_of(agent, settings.keda_served)
         status.fields["scaler"] = scaler
         status.condition(reasons.AUTOSCALED, *agent_scaling.autoscaled_condition(agent, scaler))
@@ -237,6 +244,22 @@ class AgentReconciler(Reconciler[Agent]):
             storage_field="spec.taskStore.storageClassName",
         )
         status.fields.update(replicas=dep.replicas, readyReplicas=dep.ready_replicas)
+
+    def schedules_status(self, agent: Agent, status: StatusBuilder) -> None:
+        """status.schedules from the cached CronJobs and their latest Jobs; looked at again
+        shortly while a finished run's Job has not reached the cache yet."""
+        if not agent.spec.schedules:
+            return
+        ns = agent.namespace
+        entries, lagging = agent_schedules.schedules_status(
+            agent,
+            lambda name: self.ctx.live(CRONJOBS, ns, name),
+            lambda name: self.ctx.live(JOBS, ns, name),
+            [s.to_wire() for s in agent.status.schedules],
+        )
+        status.fields["schedules"] = entries
+        if lagging:
+            status.recheck(SCHEDULE_RECHECK_SECONDS)
 
     async def tasks_status(self, agent: Agent, status: StatusBuilder) -> None:
         """Condition TasksShared; a Warning Event when it turns False (replicas that keep
