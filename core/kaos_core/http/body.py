@@ -48,6 +48,8 @@ DEFAULT_BODY_TIMEOUT = 30.0
 
 # C0 controls except \t \n \r, and UTF-16 surrogates (only unpaired ones survive decoding).
 _BAD_CHAR_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff]")
+# The escapes that can decode to such a character (\n, \r and \t decode to accepted ones).
+_ESCAPE_RE = re.compile(r"\\[ubf]")
 
 
 class _Refused(Exception):
@@ -165,8 +167,8 @@ def decode_json(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
             f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
     # The parser refuses raw control characters in strings and strict UTF-8 has no lone
-    # surrogates: only a \u escape can put either into a string.
-    check_document(doc, max_depth=max_depth, text="\\u" in text)
+    # surrogates: only an escape can put either into a string (\u, \b or \f).
+    check_document(doc, max_depth=max_depth, text=_ESCAPE_RE.search(text) is not None)
     return doc
 
 

@@ -100,7 +100,7 @@ class ChatCompletionsModel(OpenAIChatModel):
         model_settings: OpenAIChatModelSettings,
         model_request_parameters: ModelRequestParameters,
     ) -> chat.ChatCompletion | AsyncStream[ChatCompletionChunk] | ModelResponse:
-        if not _fast_path(model_settings, model_request_parameters):
+        if not fast_path(model_settings, model_request_parameters):
             return await super()._completions_create(  # type: ignore[call-overload,no-any-return]
                 messages, stream, model_settings, model_request_parameters
             )
@@ -168,7 +168,9 @@ def _built(model: type[_Built], data: dict[str, Any]) -> _Built:
         return model.construct(**data)
 
 
-def _fast_path(settings: OpenAIChatModelSettings, params: ModelRequestParameters) -> bool:
+def fast_path(settings: OpenAIChatModelSettings, params: ModelRequestParameters) -> bool:
+    """Whether the request goes out here (else through the OpenAI SDK): only the settings
+    KAOS sets, and a text or tool output."""
     return set(settings) <= _HANDLED_SETTINGS and params.output_mode in _TEXT_OUTPUT_MODES
 
 

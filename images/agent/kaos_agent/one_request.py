@@ -12,13 +12,15 @@ graph takes it (the text parts, concatenated).
 
 Anything else a model may answer (a tool call it was not offered, no text) is the
 graph's to handle, with its retries: the run is handed to ``Agent.run`` unchanged. A run
-under tracing goes through the graph too, whose spans are the GenAI conventions'.
+under tracing goes through the graph too, whose spans are the GenAI conventions'. A
+streamed answer is read from the model's chunks while it is plain text
+(``kaos_agent.text_stream``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,17 +30,21 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    ModelResponseStreamEvent,
-    PartDeltaEvent,
-    PartStartEvent,
     TextPart,
-    TextPartDelta,
     ThinkingPart,
-    ThinkingPartDelta,
     UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.settings import ModelSettings
+
+from kaos_agent.text_stream import (
+    TextStream,
+    chunk_client,
+    open_text_stream,
+    plain_event,
+    prepared,
+    text_delta,
+)
 
 
 @dataclass(frozen=True)
@@ -76,11 +82,21 @@ class OneRequest:
         return response if text_answer(response) is not None else None
 
     @asynccontextmanager
-    async def stream(self, request: Request) -> AsyncIterator[StreamedResponse]:
+    async def stream(self, request: Request) -> AsyncIterator[TextStream]:
+        """The answer's text as it streams: read from the chunks when the model is KAOS's
+        own client (``kaos_agent.text_stream``), else from pydantic-ai's events."""
+        found = chunk_client(self.model)
+        ready = None if found is None else prepared(found[0], self.settings, request.params)
+        if found is not None and ready is not None:
+            client, record = found
+            async with open_text_stream(client, request.messages, *ready, record) as text:
+                yield text
+            return
         async with self.model.request_stream(
             request.messages, self.settings, request.params
-        ) as stream:
-            yield stream
+        ) as response:
+            text = TextStream(_event_text(response, lambda: text))
+            yield text
 
 
 @dataclass(frozen=True)
@@ -107,10 +123,15 @@ def text_answer(response: ModelResponse) -> str | None:
     return text or None
 
 
-def plain_event(event: ModelResponseStreamEvent) -> bool:
-    """Whether a stream event belongs to a plain text answer (text or thinking)."""
-    if isinstance(event, PartStartEvent):
-        return isinstance(event.part, TextPart | ThinkingPart)
-    if isinstance(event, PartDeltaEvent):
-        return isinstance(event.delta, TextPartDelta | ThinkingPartDelta)
-    return True
+async def _event_text(
+    response: StreamedResponse, text: Callable[[], TextStream]
+) -> AsyncIterator[str]:
+    """The text deltas of pydantic-ai's stream events; the answer once they end, when
+    every event was a plain text answer's."""
+    async for event in response:
+        if not plain_event(event):
+            return
+        delta = text_delta(event)
+        if delta:
+            yield delta
+    text().response = response.get()

@@ -45,7 +45,7 @@ from kaos_agent.context import RunDeps
 from kaos_agent.memory.base import Memory, MemoryWriteFailed
 from kaos_agent.memory.turns import turns_from_messages
 from kaos_agent.metrics import AgentMetrics
-from kaos_agent.one_request import OneRequest, plain_event, text_answer
+from kaos_agent.one_request import OneRequest, text_answer
 from kaos_agent.settings import RunBudget
 
 log = logging.getLogger(__name__)
@@ -340,16 +340,11 @@ class AgentRuntime:
             request = self.one_request.request(prompt, history, facts, deps.session_id)
             answer: ModelResponse | None = None
             try:
-                async with self.one_request.stream(request) as response:
-                    async for part_event in response:
-                        if not plain_event(part_event):
-                            break
-                        delta = _text_delta(part_event)
-                        if delta:
-                            final_text.append(delta)
-                            yield delta
-                    else:
-                        answer = response.get()
+                async with self.one_request.stream(request) as text:
+                    async for delta in text:
+                        final_text.append(delta)
+                        yield delta
+                    answer = text.response
             except (ModelAPIError, UnexpectedModelBehavior) as exc:
                 failed = self._model_failed(entry, started, exc)
                 if not final_text:

@@ -71,7 +71,12 @@ class MeteredModel(WrapperModel):
                 yield stream
                 usage = stream.usage
         finally:
-            self._metrics.record(self._agent, self.model_name, time.perf_counter() - started, usage)
+            self.record(time.perf_counter() - started, usage)
+
+    def record(self, seconds: float, usage: RequestUsage | None) -> None:
+        """One request of the wrapped model, sent around this wrapper
+        (``kaos_agent.text_stream``) or through it."""
+        self._metrics.record(self._agent, self.model_name, seconds, usage)
 
 
 def instrumentation() -> InstrumentationSettings | None:

@@ -101,6 +101,8 @@ async def test_a_body_that_arrives_in_parts_is_read_whole(port: int) -> None:
     ("raw", "code"),
     [
         (b'{"a": "x\\u0001y"}', "invalid_text"),
+        (b'{"k\\b": "x"}', "invalid_text"),  # a short escape of a control character
+        (b'{"a": "x\\fy"}', "invalid_text"),
         (b'{"a\\u0000": 1}', "invalid_text"),
         (b'{"a": ["ok", {"b": "\\ud800"}]}', "invalid_text"),
         (b'{"a": "x\x01y"}', "malformed_json"),  # raw: the parser's own refusal
