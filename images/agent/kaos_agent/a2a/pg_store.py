@@ -22,15 +22,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 from a2a.types import a2a_pb2 as pb
 from kaos_core.backoff import capped_backoff
-from psycopg_pool import AsyncConnectionPool
 
 from kaos_agent.a2a import sql_store as sql
+from kaos_agent.a2a.pg_tables import PgTables, driver_errors
 from kaos_agent.a2a.tasks import (
     CLAIM_LIMIT,
     MAX_RESUMES,
@@ -38,7 +38,6 @@ from kaos_agent.a2a.tasks import (
     Cancel,
     Claim,
     TaskStore,
-    TaskStoreUnavailable,
     Transition,
     canceled,
     failed,
@@ -53,16 +52,8 @@ RELEASE_CHANNEL = "kaos_agent_task_release"
 POOL_SIZE = 4
 
 
-@contextlib.contextmanager
-def _driver_errors(operation: str) -> Any:
-    try:
-        yield
-    except psycopg.Error as exc:
-        log.warning(
-            "task store operation failed",
-            extra={"operation": operation, "error": type(exc).__name__, "sqlstate": exc.sqlstate},
-        )
-        raise TaskStoreUnavailable() from None
+def _driver_errors(operation: str) -> contextlib.AbstractContextManager[None]:
+    return driver_errors("task store", operation)
 
 
 class PostgresTaskStore(TaskStore):
@@ -82,43 +73,28 @@ class PostgresTaskStore(TaskStore):
         self.start_timeout = start_timeout
         self.lease_seconds = lease_seconds
         self.clock = clock
-        self._pool: AsyncConnectionPool[Any] | None = None
+        self._tables = PgTables(dsn, what="task store", size=POOL_SIZE)
 
     def __repr__(self) -> str:  # never the DSN
         return "PostgresTaskStore()"
 
     async def start(self) -> None:
+        async def migrate(cur: psycopg.AsyncCursor[Any]) -> None:
+            for name, declaration in sql.added_columns("BYTEA"):
+                await cur.execute(
+                    f"ALTER TABLE {sql.TASKS} ADD COLUMN IF NOT EXISTS {name} {declaration}"
+                )
+
         with _driver_errors("start"):
-            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-                self._dsn,
-                kwargs={"autocommit": True},
-                min_size=1,
-                max_size=POOL_SIZE,
-                open=False,
-                timeout=10.0,
+            await self._tables.start(
+                sql.TASKS, sql.schema("BYTEA"), self.start_timeout, migrate=migrate
             )
-            await pool.open(wait=True, timeout=self.start_timeout)
-            self._pool = pool
-            async with self._transaction() as cur:
-                await cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (sql.TASKS,))
-                for statement in sql.schema("BYTEA"):
-                    await cur.execute(statement)
-                for name, declaration in sql.added_columns("BYTEA"):
-                    await cur.execute(
-                        f"ALTER TABLE {sql.TASKS} ADD COLUMN IF NOT EXISTS {name} {declaration}"
-                    )
 
     async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        await self._tables.close()
 
-    @contextlib.asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[psycopg.AsyncCursor[Any]]:
-        if self._pool is None:
-            raise RuntimeError("the task store is not started")
-        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            yield cur
+    def _transaction(self) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncCursor[Any]]:
+        return self._tables.transaction()
 
     async def create(self, task: pb.Task, *, principal: str | None, runner: str) -> None:
         params = sql.insert_params(

@@ -10,18 +10,17 @@ those resumed too often) on its first beat.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar, cast
 
 from a2a.types import a2a_pb2 as pb
 
 from kaos_agent.a2a import sql_store as sql
+from kaos_agent.a2a.sqlite_thread import SqliteThread
 from kaos_agent.a2a.tasks import (
     CLAIM_LIMIT,
     MAX_RESUMES,
@@ -29,7 +28,6 @@ from kaos_agent.a2a.tasks import (
     Cancel,
     Claim,
     TaskStore,
-    TaskStoreUnavailable,
     Transition,
     canceled,
     failed,
@@ -40,6 +38,15 @@ from kaos_agent.a2a.tasks import (
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
+
+
+def _schema(db: sqlite3.Connection) -> None:
+    for statement in sql.schema("BLOB"):
+        db.execute(statement)
+    have = {r[1] for r in db.execute(f"PRAGMA table_info({sql.TASKS})")}
+    for name, declaration in sql.added_columns("BLOB"):
+        if name not in have:
+            db.execute(f"ALTER TABLE {sql.TASKS} ADD COLUMN {name} {declaration}")
 
 
 class SqliteTaskStore(TaskStore):
@@ -55,50 +62,16 @@ class SqliteTaskStore(TaskStore):
         self.lease_seconds = lease_seconds
         self.max_resumes = max_resumes
         self.clock = clock
-        self._executor: ThreadPoolExecutor | None = None
-        self._db: sqlite3.Connection | None = None
+        self._file = SqliteThread(path, what="task store", thread="kaos-tasks")
 
     async def start(self) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kaos-tasks")
-        await self._run(self._open)
+        await self._file.start(_schema)
 
     async def close(self) -> None:
-        if self._executor is None:
-            return
-        await self._run(self._close)
-        self._executor.shutdown(wait=True)
-        self._executor = None
-
-    def _open(self, _db: sqlite3.Connection | None = None) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA busy_timeout=5000")
-        with _transaction(db, immediate=True):
-            for statement in sql.schema("BLOB"):
-                db.execute(statement)
-            have = {r[1] for r in db.execute(f"PRAGMA table_info({sql.TASKS})")}
-            for name, declaration in sql.added_columns("BLOB"):
-                if name not in have:
-                    db.execute(f"ALTER TABLE {sql.TASKS} ADD COLUMN {name} {declaration}")
-        self._db = db
-
-    def _close(self, _db: sqlite3.Connection | None = None) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        await self._file.close()
 
     async def _run(self, work: Callable[..., T], *args: object) -> T:
-        if self._executor is None:
-            raise RuntimeError("the task store is not started")
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor, lambda: work(self._db, *args))
-        except sqlite3.Error as exc:
-            # By class only, as the PostgreSQL store does.
-            log.warning("task store operation failed", extra={"error": type(exc).__name__})
-            raise TaskStoreUnavailable() from None
+        return await self._file.run(work, *args)
 
     async def create(self, task: pb.Task, *, principal: str | None, runner: str) -> None:
         params = sql.insert_params(

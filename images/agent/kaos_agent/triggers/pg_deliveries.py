@@ -13,13 +13,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool
 
-from kaos_agent.a2a.tasks import TaskStoreUnavailable
+from kaos_agent.a2a.pg_tables import PgTables, driver_errors
 from kaos_agent.triggers import deliveries as d
 
 log = logging.getLogger(__name__)
@@ -28,16 +27,8 @@ POOL_SIZE = 2
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s))"
 
 
-@contextlib.contextmanager
-def _driver_errors(operation: str) -> Iterator[None]:
-    try:
-        yield
-    except psycopg.Error as exc:
-        log.warning(
-            "trigger delivery log failed",
-            extra={"operation": operation, "error": type(exc).__name__, "sqlstate": exc.sqlstate},
-        )
-        raise TaskStoreUnavailable() from None
+def _driver_errors(operation: str) -> contextlib.AbstractContextManager[None]:
+    return driver_errors("trigger delivery log", operation)
 
 
 class PostgresDeliveryLog(d.DeliveryLog):
@@ -47,39 +38,20 @@ class PostgresDeliveryLog(d.DeliveryLog):
         self._dsn = dsn
         self.clock = clock
         self.start_timeout = start_timeout
-        self._pool: AsyncConnectionPool[Any] | None = None
+        self._tables = PgTables(dsn, what="delivery log", size=POOL_SIZE)
 
     def __repr__(self) -> str:  # never the DSN
         return "PostgresDeliveryLog()"
 
     async def start(self) -> None:
         with _driver_errors("start"):
-            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-                self._dsn,
-                kwargs={"autocommit": True},
-                min_size=1,
-                max_size=POOL_SIZE,
-                open=False,
-                timeout=10.0,
-            )
-            await pool.open(wait=True, timeout=self.start_timeout)
-            self._pool = pool
-            async with self._transaction() as cur:
-                await cur.execute(_LOCK, (d.TABLE,))
-                for statement in d.SCHEMA:
-                    await cur.execute(statement)
+            await self._tables.start(d.TABLE, d.SCHEMA, self.start_timeout)
 
     async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        await self._tables.close()
 
-    @contextlib.asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[psycopg.AsyncCursor[Any]]:
-        if self._pool is None:
-            raise RuntimeError("the delivery log is not started")
-        async with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            yield cur
+    def _transaction(self) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncCursor[Any]]:
+        return self._tables.transaction()
 
     async def admit(self, delivery: d.Delivery, *, max_per_minute: int) -> d.Admission:
         name, now = delivery.trigger, self.clock()
