@@ -9,9 +9,9 @@ generator needs beyond the schema (names, printer columns).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 GROUP = "kaos.tools"
@@ -273,3 +273,30 @@ class KindInfo:
 AGE = PrinterColumn("Age", ".metadata.creationTimestamp", "date")
 PHASE = PrinterColumn("Phase", ".status.phase")
 ENDPOINT = PrinterColumn("Endpoint", ".status.endpoint", priority=1)
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_N = TypeVar("_N", bound=_Named)
+
+
+def unique_names(kind: str) -> AfterValidator:
+    """A list's validator refusing two items of one name (the API server's CEL rule of
+    ``unique_names_rule`` says the same), naming the repeated ones."""
+
+    def check(items: list[_N]) -> list[_N]:
+        names = [i.name for i in items]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"{kind} names must be unique: {', '.join(repeated)} repeated")
+        return items
+
+    return AfterValidator(check)
+
+
+def unique_names_rule(kind: str) -> tuple[str, str]:
+    """The CEL rule of a list whose items' names are unique."""
+    return ("self.all(s, self.exists_one(t, t.name == s.name))", f"{kind} names must be unique")

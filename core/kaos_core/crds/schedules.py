@@ -13,9 +13,16 @@ import re
 import zoneinfo
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from kaos_core.crds.common import DNS_LABEL, NAME_MAX, CRDModel, cel
+from kaos_core.crds.common import (
+    DNS_LABEL,
+    NAME_MAX,
+    CRDModel,
+    cel,
+    unique_names,
+    unique_names_rule,
+)
 
 # Schedules one Agent may have.
 SCHEDULES_MAX = 20
@@ -148,15 +155,7 @@ class AgentSchedule(CRDModel):
         return None if value is None else check_time_zone(value)
 
 
-def _unique_names(schedules: list[AgentSchedule]) -> list[AgentSchedule]:
-    names = [s.name for s in schedules]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ValueError(f"schedule names must be unique: {', '.join(repeated)} repeated")
-    return schedules
-
-
-Schedules = Annotated[list[AgentSchedule], AfterValidator(_unique_names)]
+Schedules = Annotated[list[AgentSchedule], unique_names("schedule")]
 
 
 def schedules_field() -> Any:
@@ -164,9 +163,7 @@ def schedules_field() -> Any:
     return Field(
         default_factory=list,
         max_length=SCHEDULES_MAX,
-        json_schema_extra=cel(
-            ("self.all(s, self.exists_one(t, t.name == s.name))", "schedule names must be unique")
-        ),
+        json_schema_extra=cel(unique_names_rule("schedule")),
         description="Messages the agent is sent on a cron schedule (at most 20), each run by"
         " a CronJob the operator owns, as the agent's own identity.",
     )

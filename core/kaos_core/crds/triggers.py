@@ -10,9 +10,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
-from kaos_core.crds.common import DNS_LABEL, NAME_MAX, CRDModel, SecretKeyRef, cel
+from kaos_core.crds.common import (
+    DNS_LABEL,
+    NAME_MAX,
+    CRDModel,
+    SecretKeyRef,
+    cel,
+    unique_names,
+    unique_names_rule,
+)
 
 TRIGGERS_MAX = 20
 MESSAGE_MAX = 8_000
@@ -47,15 +55,7 @@ class AgentTrigger(CRDModel):
     )
 
 
-def _unique_names(triggers: list[AgentTrigger]) -> list[AgentTrigger]:
-    names = [t.name for t in triggers]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ValueError(f"trigger names must be unique: {', '.join(repeated)} repeated")
-    return triggers
-
-
-Triggers = Annotated[list[AgentTrigger], AfterValidator(_unique_names)]
+Triggers = Annotated[list[AgentTrigger], unique_names("trigger")]
 
 
 def triggers_field() -> Any:
@@ -63,9 +63,7 @@ def triggers_field() -> Any:
     return Field(
         default_factory=list,
         max_length=TRIGGERS_MAX,
-        json_schema_extra=cel(
-            ("self.all(t, self.exists_one(u, u.name == t.name))", "trigger names must be unique")
-        ),
+        json_schema_extra=cel(unique_names_rule("trigger")),
         description="Signed webhooks that start an A2A task (at most 20); see the Triggers"
         " page of the documentation for the signature scheme.",
     )
