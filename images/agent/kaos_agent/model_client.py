@@ -32,6 +32,7 @@ import aiohttp
 from openai import AsyncStream
 from openai.types import chat
 from openai.types.chat import ChatCompletionChunk
+from openai.types.completion_usage import CompletionUsage
 from pydantic import ValidationError
 from pydantic_ai.exceptions import (
     ModelAPIError,
@@ -45,6 +46,7 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIChatModelSettings
 from pydantic_ai.profiles import ModelProfileSpec
 from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.usage import RequestUsage
 
 # The model settings the fast path sends, by the Chat Completions field they become; a
 # request with any other setting goes through the SDK.
@@ -69,6 +71,38 @@ _MAX_RETRY_AFTER = 60.0
 
 Sleep = Callable[[float], Any]
 _Built = TypeVar("_Built", chat.ChatCompletion, ChatCompletionChunk)
+
+
+# The answer's usage fields that are totals, not details.
+_USAGE_TOTALS = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
+
+
+def chat_usage(usage: CompletionUsage) -> RequestUsage:
+    """The usage a Chat Completions answer (or a stream's last chunk) reports, read from
+    its fields as pydantic-ai maps them: the prompt's tokens in, the completion's out, the
+    cached prompt tokens, audio and reasoning tokens, and the other counts as details.
+    (pydantic-ai maps it through genai-prices' extractor of the provider, made to price a
+    call: a large share of an agent turn's CPU, for the same figures.)"""
+    extra = usage.model_extra or {}
+    details = {k: v for k, v in extra.items() if isinstance(v, int) and k not in _USAGE_TOTALS}
+    cache_read = audio_in = audio_out = reasoning = 0
+    if (prompt := usage.prompt_tokens_details) is not None:
+        cache_read = prompt.cached_tokens or 0
+        audio_in = prompt.audio_tokens or 0
+    if (completion := usage.completion_tokens_details) is not None:
+        counts = completion.model_dump(exclude_none=True).items()
+        details.update((k, v) for k, v in counts if isinstance(v, int))
+        audio_out = completion.audio_tokens or 0
+        reasoning = completion.reasoning_tokens or 0
+    return RequestUsage(
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        cache_read_tokens=cache_read,
+        input_audio_tokens=audio_in,
+        output_audio_tokens=audio_out,
+        output_reasoning_tokens=reasoning,
+        details=details,
+    )
 
 
 class ChatCompletionsModel(OpenAIChatModel):
@@ -129,6 +163,11 @@ class ChatCompletionsModel(OpenAIChatModel):
         async with response:
             data = await _json(response, self.model_name)
         return _built(chat.ChatCompletion, data)
+
+    def _map_usage(self, response: chat.ChatCompletion) -> RequestUsage:
+        if response.usage is None:
+            return super()._map_usage(response)
+        return chat_usage(response.usage)
 
     async def _send(self, body: bytes, read_timeout: float | None) -> aiohttp.ClientResponse:
         """The model's answer to ``body`` with a success status, retried as the SDK does."""

@@ -45,7 +45,7 @@ from pydantic_ai.profiles import DEFAULT_THINKING_TAGS
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from kaos_agent.model_client import ChatCompletionsModel, fast_path
+from kaos_agent.model_client import ChatCompletionsModel, chat_usage, fast_path
 from kaos_agent.telemetry import MeteredModel
 
 # Records one model request: its duration and the usage it reported (or None).
@@ -141,10 +141,7 @@ class _Replay:
 def _usage(chunk: ChatCompletionChunk) -> RequestUsage | None:
     if chunk.usage is None:
         return None
-    return RequestUsage(
-        input_tokens=chunk.usage.prompt_tokens or 0,
-        output_tokens=chunk.usage.completion_tokens or 0,
-    )
+    return chat_usage(chunk.usage)
 
 
 def chunk_client(model: Model) -> tuple[ChatCompletionsModel, Record | None] | None:
