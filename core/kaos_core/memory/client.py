@@ -9,6 +9,7 @@ posture denial) and always raises ``MemoryRequestRejected``: retrying cannot fix
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -81,6 +82,11 @@ class MemoryRequestRejected(MemoryClientError):
         self.code = code
         self.message = message
         self.request_id = request_id
+
+
+# How long a write refused at connect waits before its one more try (a rollout's new
+# endpoints reach the proxies within about a second).
+REFUSED_RETRY_SECONDS = 0.5
 
 
 class MemoryServiceClient:
@@ -157,7 +163,21 @@ class MemoryServiceClient:
         response_model: type[R],
         request_id: str | None,
         user_token: str | None = None,
+        *,
+        retry_refused: bool = False,
     ) -> R:
+        """``retry_refused``: a connection refused (the service's address had no process
+        listening: a pod stopping as a rollout replaces it) is tried once more, after
+        ``REFUSED_RETRY_SECONDS``: nothing was sent, so nothing can be done twice."""
+        if retry_refused:
+            try:
+                return await self._post(
+                    path, body, identity, response_model, request_id, user_token
+                )
+            except MemoryUnavailable as exc:
+                if not isinstance(exc.__cause__, aiohttp.ClientConnectorError):
+                    raise
+            await asyncio.sleep(REFUSED_RETRY_SECONDS)
         headers = identity.headers()
         token = self.token.read() if self.token is not None else None
         if token is not None:
@@ -221,6 +241,7 @@ class MemoryServiceClient:
                 WriteResponse,
                 request_id,
                 user_token,
+                retry_refused=True,
             )
         except MemoryUnavailable:
             if mode == "strict":

@@ -17,7 +17,9 @@ taken down by the code of ``make cluster`` and ``make cluster-down``
 ``ctr`` imports them into the node, ``hack/kind/deploy`` deploys with
 ``KAOS_KIND_PROVIDER=real-node``; the package's last test (``test_kind_teardown.py``)
 takes it down and compares the host with what it was before. ``KAOS_KIND_KEEP=1`` keeps
-the cluster's directory (logs) after it is stopped.
+the cluster's directory (logs) after it is stopped; ``KAOS_KIND_CLUSTER_DIR`` names the
+state directory of a real-node cluster already running (``KAOS_CLUSTER_DIR=...
+hack/cluster up``): the suite deploys onto it and leaves it up.
 
 Where neither can run the suite is skipped, and says so loudly: every test's skip reason
 names what is missing, and the terminal summary repeats it in a banner. Missing kubectl
@@ -234,7 +236,10 @@ def _on_real_node(
     ``up`` and ``down`` (``tests.support.cluster.cli``), not detached, so that the cluster
     dies with pytest if pytest is killed."""
     keep = os.environ.get("KAOS_KIND_KEEP", "").strip().lower() not in {"", "0", "false", "no"}
-    state_dir = workdir / "cluster"
+    # A cluster `hack/cluster up` left running (its state directory): used as it is, its
+    # samples redeployed by ``up``, and left running (no teardown to compare).
+    given = os.environ.get("KAOS_KIND_CLUSTER_DIR", "").strip()
+    state_dir = Path(given) if given else workdir / "cluster"
 
     def say(line: str) -> None:
         echo(f"kind suite (real node): {line}")
@@ -270,8 +275,11 @@ def _on_real_node(
                 kubectl_path=kubectl,
                 runtime_containers=node.runtime_containers,
                 provider="real-node",
-                host_before=before,
-                take_down=take_down,
+                host_before=None if given else before,
+                take_down=None if given else take_down,
+                in_netns=node.in_netns,
+                ctr=node.ctr,
             )
     finally:
-        take_down()
+        if not given:
+            take_down()

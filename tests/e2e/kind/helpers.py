@@ -60,16 +60,22 @@ class KindDeployment:
     # teardown calls it too). The kind provider's cluster lives in Docker: None.
     host_before: dict[str, Any] | None = None
     take_down: Callable[[], dict[str, Any]] | None = None
+    # On the real node: a command line run in the node's network namespace, where Service
+    # addresses route as they do for pods.
+    in_netns: Callable[..., list[str]] | None = None
+    # On the real node: a ``ctr`` command line on the node's containerd (its CRI namespace).
+    ctr: Callable[..., list[str]] | None = None
 
     def kubectl(
-        self, *args: str, check: bool = True, timeout: float = 60
+        self, *args: str, check: bool = True, timeout: float = 60, input: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [self.kubectl_path, "--kubeconfig", str(self.kubeconfig), "-n", self.namespace, *args],
             capture_output=True,
             text=True,
             timeout=timeout,
-            stdin=subprocess.DEVNULL,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
         )
         if check and proc.returncode != 0:
             raise AssertionError(
@@ -226,3 +232,25 @@ def wait_for_condition(
         return condition(obj, type_) if has_condition(obj, type_, status) else None
 
     return wait_until(probe, timeout=timeout, what=f"{resource}/{name} condition {type_}={status}")
+
+
+def wait_ready(kind: KindDeployment, agent: str, timeout: float) -> None:
+    """Wait for the Agent's Ready condition; on timeout fail with what stands in its way:
+    its conditions and its pods' states."""
+    try:
+        wait_for_condition(kind, "agent", agent, "Ready", "True", timeout=timeout)
+    except AssertionError:
+        obj = kind.get(f"agent.{CRD}", agent) or {}
+        conditions = [
+            f"{c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message')}"
+            for c in (obj.get("status") or {}).get("conditions") or []
+        ]
+        pods = kind.get("pods", "-l", f"app.kubernetes.io/instance={agent}") or {}
+        states = [
+            f"{p['metadata']['name']} {p.get('status', {}).get('phase')} "
+            + json.dumps(p.get("status", {}).get("containerStatuses") or [])[:600]
+            for p in pods.get("items") or []
+        ]
+        raise AssertionError(
+            f"agent {agent} not Ready after {timeout:g}s\nconditions: {conditions}\npods: {states}"
+        ) from None

@@ -2,14 +2,13 @@
 (PostgreSQL) task store, behind its Service, under a bounded A2A load while one replica's
 pod is deleted.
 
-The cluster is ``make cluster``'s (``tests.support.cluster.cli``: the chart on images built
-from this checkout, the development model behind LiteLLM, the development PostgreSQL whose
-connection Secret the samples' namespace holds). With ``KAOS_REALNODE_CLUSTER_DIR`` naming
-the state directory of one already running (``KAOS_CLUSTER_DIR=... hack/cluster up``), it
-is used as it is and left up; otherwise one is brought up for the module and taken down.
+It runs on the kind suite's deployment (the chart on images built from this checkout, the
+development model behind LiteLLM, the development PostgreSQL whose connection Secret the
+suite's namespace holds) when that deployment is on the test cluster's real node: the load
+runs in the node's network namespace, so the Service's kube-proxy rules spread it over the
+replicas as they would a pod's requests. On a kind cluster it is skipped (its Service
+addresses do not route from the host).
 
-The load (``tests.support.a2a_load``) runs in the node's network namespace, so the
-Service's kube-proxy rules spread it over the replicas as they would a pod's requests.
 Each task asks the development model for one call of a real MCP tool (``tick``, an
 MCPServer whose log line per call is the count) with the task's own label; the model's
 script answers each label with its own call.
@@ -21,28 +20,22 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kaos_agent.a2a.checkpoint import INTERRUPTED
-from kaos_cli.kubectl.forward import port_forward
 
+from tests.e2e.kind.helpers import KindDeployment, wait_ready
 from tests.support.a2a_load import label_of
-from tests.support.cluster import Binaries, Cluster, LocalCluster, wait_until
-from tests.support.cluster import cli as cluster_cli
+from tests.support.cluster import wait_until
 from tests.support.procs import REPO_ROOT
-from tests.support.realnode import why_real_node_cannot_run
 
-pytestmark = [pytest.mark.realnode, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.kind, pytest.mark.realnode, pytest.mark.timeout(1800)]
 
-NAMESPACE = "kaos-samples"
 TASKS = int(os.environ.get("KAOS_REPLICA_TASKS", "200"))
 # Tasks sent a second. Unbounded, 200 tasks at once on two cores starve the LiteLLM proxy
 # of the sample ModelAPI until its liveness probe (1 s) restarts it, and runs fail on the
@@ -65,33 +58,14 @@ async def tick(label: str, seconds: float = 0.5) -> str:
 '''
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[tuple[LocalCluster, Cluster]]:
-    reason = why_real_node_cannot_run()
-    if reason is not None:
-        pytest.skip(f"real node suite skipped: {reason}")
-    given = os.environ.get("KAOS_REALNODE_CLUSTER_DIR")
-    if given:
-        found = LocalCluster.attach(Binaries.locate(), Path(given))
-        assert found is not None and found[0].running(), f"no cluster runs in {given}"
-        yield found
-        return
-    state = Path(tempfile.mkdtemp(prefix="kaos-replicas-")) / "cluster"
-    try:
-        yield cluster_cli.up(state, real_node=True, namespace=NAMESPACE, detach=False)
-    finally:
-        cluster_cli.down(state)
-
-
-def _apply(handle: Cluster, *objects: dict[str, Any]) -> None:
+def _apply(kind: KindDeployment, *objects: dict[str, Any]) -> None:
     doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
-    handle.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=doc)
+    kind.kubectl("apply", "-f", "-", input=doc)
 
 
-def _get(handle: Cluster, *args: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(
-        handle.kubectl("get", "-n", NAMESPACE, *args, "-o", "json").stdout
-    )
+def _get(kind: KindDeployment, *args: str) -> dict[str, Any]:
+    found = kind.get(*args)
+    assert found is not None, args
     return found
 
 
@@ -156,8 +130,8 @@ def _post(url: str, body: dict[str, Any]) -> None:
         assert resp.status == 200
 
 
-def _agent_pods(handle: Cluster, agent: str) -> list[dict[str, Any]]:
-    pods = _get(handle, "pods", "-l", f"app.kubernetes.io/instance={agent}")["items"]
+def _agent_pods(kind: KindDeployment, agent: str) -> list[dict[str, Any]]:
+    pods = _get(kind, "pods", "-l", f"app.kubernetes.io/instance={agent}")["items"]
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
@@ -166,41 +140,29 @@ def _ready(pod: dict[str, Any]) -> bool:
     return bool(statuses) and all(s.get("ready") for s in statuses)
 
 
-def test_three_replicas_answer_every_task_while_one_pod_is_deleted(
-    cluster: tuple[LocalCluster, Cluster],
-) -> None:
-    local, handle = cluster
-    node = local._node
-    assert node is not None and handle.bin_dir is not None
-    kubectl = str(handle.bin_dir / "kubectl")
+def test_three_replicas_answer_every_task_while_one_pod_is_deleted(kind: KindDeployment) -> None:
+    if kind.in_netns is None:
+        pytest.skip(
+            "the load needs the real node's network namespace (a kind cluster's is not the host's)"
+        )
     run = uuid.uuid4().hex[:6]
     tools, agent, objects = _objects(run)
-    _apply(handle, *objects)
+    _apply(kind, *objects)
     try:
-        handle.kubectl(
-            "wait",
-            "-n",
-            NAMESPACE,
-            "--for=condition=Ready",
-            f"agent/{agent}",
-            f"--timeout={READY_TIMEOUT:g}s",
-            timeout=READY_TIMEOUT + 30,
-        )
+        wait_ready(kind, agent, READY_TIMEOUT)
         wait_until(
-            lambda: len([p for p in _agent_pods(handle, agent) if _ready(p)]) == 3,
+            lambda: len([p for p in _agent_pods(kind, agent) if _ready(p)]) == 3,
             timeout=READY_TIMEOUT,
             what="three agent replicas Ready",
         )
-        service = _get(handle, "service", agent)
+        service = _get(kind, "service", agent)
         url = f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("KUBECONFIG", str(handle.kubeconfig))
-            with port_forward(kubectl, NAMESPACE, "devmodel", 8000) as model:
-                _post(model + "/control/script", {"rules": _script(run)})
-                report, deleted, seconds = _load(handle, node.in_netns, url, run, agent)
-                _post(model + "/control/reset", {})
-        ticks = _tool_calls(handle, tools)
-        resumed = _resumed(handle, agent)
+        with kind.forward("devmodel", 8000) as model:
+            _post(model + "/control/script", {"rules": _script(run)})
+            report, deleted, seconds = _load(kind, kind.in_netns, url, run, agent)
+            _post(model + "/control/reset", {})
+        ticks = _tool_calls(kind, tools)
+        resumed = _resumed(kind, agent)
         print(
             f"\n{TASKS} tasks ended in {seconds:.1f}s (sent in {report['seconds_to_send']:.1f}s)"
             f"; pod {deleted} deleted; {resumed} resumed on another replica;"
@@ -212,10 +174,8 @@ def test_three_replicas_answer_every_task_while_one_pod_is_deleted(
         interrupted = [f for f in report["final"].values() if f["answer"] == f"done: {INTERRUPTED}"]
         assert len(interrupted) == resumed, (len(interrupted), resumed)
     finally:
-        handle.kubectl(
+        kind.kubectl(
             "delete",
-            "-n",
-            NAMESPACE,
             f"agent/{agent}",
             f"mcpserver/{tools}",
             "--wait=false",
@@ -224,7 +184,7 @@ def test_three_replicas_answer_every_task_while_one_pod_is_deleted(
 
 
 def _load(
-    handle: Cluster, in_netns: Any, url: str, run: str, agent: str
+    kind: KindDeployment, in_netns: Any, url: str, run: str, agent: str
 ) -> tuple[dict[str, Any], str, float]:
     """Run the load; once half the tasks are sent, delete one replica's pod (it runs some,
     and more are sent while it stops)."""
@@ -240,8 +200,8 @@ def _load(
             if line.strip() == "SENT":
                 continue
             if line.strip() == "HALF":
-                deleted = _agent_pods(handle, agent)[0]["metadata"]["name"]
-                handle.kubectl("delete", "pod", "-n", NAMESPACE, deleted, "--wait=false")
+                deleted = _agent_pods(kind, agent)[0]["metadata"]["name"]
+                kind.kubectl("delete", "pod", deleted, "--wait=false")
                 continue
             report: dict[str, Any] = json.loads(line)
             break
@@ -252,11 +212,9 @@ def _load(
     return report, deleted, time.monotonic() - started
 
 
-def _tool_calls(handle: Cluster, tools: str) -> Counter[str]:
-    logs = handle.kubectl(
+def _tool_calls(kind: KindDeployment, tools: str) -> Counter[str]:
+    logs = kind.kubectl(
         "logs",
-        "-n",
-        NAMESPACE,
         "-l",
         f"app.kubernetes.io/instance={tools}",
         "--tail=-1",
@@ -267,11 +225,9 @@ def _tool_calls(handle: Cluster, tools: str) -> Counter[str]:
     )
 
 
-def _resumed(handle: Cluster, agent: str) -> int:
-    logs = handle.kubectl(
+def _resumed(kind: KindDeployment, agent: str) -> int:
+    logs = kind.kubectl(
         "logs",
-        "-n",
-        NAMESPACE,
         "-l",
         f"app.kubernetes.io/instance={agent}",
         "--tail=-1",

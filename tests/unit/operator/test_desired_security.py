@@ -86,9 +86,10 @@ def open_objects() -> dict[str, list[dict[str, Any]]]:
 
 def test_security_off_leaves_every_object_byte_identical() -> None:
     """The golden file was rendered by the builders before security existed (changed
-    since only to put a store's claim before its Deployment, and to give the agent's
-    Deployment its task store, rollout and drain settings); callers in a context are
-    ignored with security off."""
+    since only to put a store's claim before its Deployment, to give the agent's
+    Deployment its task store, rollout and drain settings, every container a startup
+    probe and a liveness timeout, and the memory service a preStop sleep); callers in a
+    context are ignored with security off."""
     dumped = json.dumps(open_objects(), sort_keys=True, indent=1) + "\n"
     assert dumped == GOLDEN.read_text()
     with_callers = desired_agent_objects(agent(), agent_ctx(OPEN, callers=("x",)))

@@ -36,6 +36,7 @@ from kaos_operator.desired.common import (
     deployment,
     env_list,
     http_probe,
+    pre_stop_sleep,
     restricted_security_context,
     service,
     service_url,
@@ -259,7 +260,7 @@ def agent_deployment(agent: Agent, ctx: AgentContext) -> Obj:
         liveness=http_probe("/healthz"),
         volume_mounts=mounts or None,
         security=restricted_security_context(),
-        lifecycle=agent_tasks.lifecycle(),
+        lifecycle=pre_stop_sleep(),
     )
     pod_security: Obj = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     if tasks_volume is not None:

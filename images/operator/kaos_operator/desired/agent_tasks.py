@@ -26,16 +26,13 @@ from kaos_core.crds.reasons import (
     TASKS_IN_POD_MEMORY,
 )
 
-from kaos_operator.desired.common import Obj, claim, disruption_budget
+from kaos_operator.desired.common import PRE_STOP_SECONDS, Obj, claim, disruption_budget
 
 # Where a local store's claim is mounted, and its file.
 TASKS_DIR = "/var/lib/kaos/tasks"
 TASKS_FILE = "tasks.db"
 TASKS_VOLUME = "tasks"
 
-# Seconds a terminating pod keeps serving before it is signalled: endpoints controllers
-# and proxies drop it meanwhile, so no request reaches a process that stopped taking them.
-PRE_STOP_SECONDS = 5
 # Beyond the run budget and the preStop sleep: to record the run's outcome and exit.
 SHUTDOWN_MARGIN_SECONDS = 10
 # Kubernetes' own default, the least a pod gets; and the most, whatever the budget.
@@ -121,11 +118,6 @@ def grace_seconds(agent: Agent) -> int:
         return GRACE_MIN_SECONDS
     wanted = wall + PRE_STOP_SECONDS + SHUTDOWN_MARGIN_SECONDS
     return min(GRACE_MAX_SECONDS, max(GRACE_MIN_SECONDS, wanted))
-
-
-def lifecycle() -> Obj:
-    """The preStop sleep (the kubelet's own sleep action: nothing to run in the image)."""
-    return {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}}
 
 
 def most_replicas(agent: Agent) -> int:

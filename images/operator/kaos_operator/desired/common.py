@@ -97,6 +97,40 @@ def http_probe(path: str) -> Obj:
     return {"httpGet": {"path": path, "port": "http"}, "periodSeconds": 10}
 
 
+# How long a container may take to answer its liveness probe the first time: a Python
+# service imports its libraries for seconds, and on a busy node for tens of seconds; the
+# liveness probe would restart it over and over before it ever listened.
+STARTUP_SECONDS = 180
+STARTUP_PERIOD_SECONDS = 2
+# A liveness answer may take this long: an event loop busy with a burst answers late, and
+# a restart then loses what it was doing (the default, one second, is shorter than a GC
+# pause on a loaded node).
+LIVENESS_TIMEOUT_SECONDS = 5
+
+
+# The preStop sleep of a serving container: its endpoint leaves the Service (kube-proxy's
+# rules on every node) before the process hears SIGTERM and stops listening; without it a
+# new connection sent in between is refused (a memory write, a chat turn, lost).
+PRE_STOP_SECONDS = 5
+
+
+def pre_stop_sleep() -> Obj:
+    """The preStop hook: the kubelet's own sleep action (nothing to run in the image)."""
+    return {"preStop": {"sleep": {"seconds": PRE_STOP_SECONDS}}}
+
+
+def startup_probe(liveness: Obj) -> Obj:
+    """The liveness probe's request, tried every few seconds until it first succeeds
+    (Kubernetes holds the liveness probe until then)."""
+    probe = {k: v for k, v in liveness.items() if k not in ("periodSeconds", "timeoutSeconds")}
+    return {
+        **probe,
+        "periodSeconds": STARTUP_PERIOD_SECONDS,
+        "timeoutSeconds": LIVENESS_TIMEOUT_SECONDS,
+        "failureThreshold": STARTUP_SECONDS // STARTUP_PERIOD_SECONDS,
+    }
+
+
 def restricted_security_context() -> Obj:
     """Pod Security "restricted" for the container: nothing to escalate, no capabilities."""
     return {
@@ -180,7 +214,8 @@ def container(
     if readiness is not None:
         out["readinessProbe"] = readiness
     if liveness is not None:
-        out["livenessProbe"] = liveness
+        out["livenessProbe"] = {"timeoutSeconds": LIVENESS_TIMEOUT_SECONDS, **liveness}
+        out["startupProbe"] = startup_probe(liveness)
     if volume_mounts:
         out["volumeMounts"] = volume_mounts
     if security is not None:

@@ -31,6 +31,7 @@ from kaos_operator.desired.common import (
     disruption_budget,
     env_list,
     http_probe,
+    pre_stop_sleep,
     restricted_security_context,
     selector_labels,
     service,
@@ -255,6 +256,7 @@ def memory_store_deployment(store: MemoryStore, ctx: MemoryStoreContext) -> Obj:
         resources=spec.resources,
         readiness=http_probe("/readyz"),
         liveness=http_probe("/healthz"),
+        lifecycle=pre_stop_sleep(),
         volume_mounts=[
             {"name": "data", "mountPath": ctx.data_dir},
             *([security.callers_mount()] if secured else []),
