@@ -68,6 +68,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "system_group",
         "Install, upgrade, uninstall KAOS in the cluster and check its health.",
     ),
+    "usage": (
+        "kaos_cli.commands.usage",
+        "usage_command",
+        "Tokens agents used, by agent, user or UTC day (for chargeback).",
+    ),
     "ui": (
         "kaos_cli.ui.command",
         "ui_command",

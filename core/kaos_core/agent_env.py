@@ -35,6 +35,7 @@ MODEL_SEED = "MODEL_SEED"
 # Per-run budgets (the Agent's taskConfig).
 TASK_MAX_TOOL_CALLS = "TASK_MAX_TOOL_CALLS"
 TASK_MAX_WALL_SECONDS = "TASK_MAX_WALL_SECONDS"
+TASK_MAX_TOKENS = "TASK_MAX_TOKENS"
 
 # Tools and peers.
 MCP_SERVERS = "MCP_SERVERS"  # comma list of name:url (or bare urls), url of the /mcp endpoint
@@ -74,6 +75,20 @@ AUTONOMOUS_TIMEOUT_SECONDS = "AUTONOMOUS_TIMEOUT_SECONDS"
 # their HMAC secrets (one file per trigger, named after it: a projected Secret's keys).
 AGENT_TRIGGERS = "AGENT_TRIGGERS"
 AGENT_TRIGGER_SECRETS_DIR = "AGENT_TRIGGER_SECRETS_DIR"
+
+# Approval gates: JSON {"rules": [{"mcpServer", "tools"} | {"peer"}], "timeoutSeconds",
+# "onTimeout"} (kaos_agent.approvals).
+AGENT_APPROVALS = "AGENT_APPROVALS"
+
+# The audit trail of tool calls (spec.audit): days an entry is kept, and whether the calls'
+# arguments are recorded themselves (their digest always is).
+AGENT_AUDIT_RETENTION_DAYS = "AGENT_AUDIT_RETENTION_DAYS"
+AGENT_AUDIT_RECORD_ARGUMENTS = "AGENT_AUDIT_RECORD_ARGUMENTS"
+
+# Token budgets per UTC day (spec.budgets), and how long the usage ledger keeps its days.
+AGENT_BUDGET_TOKENS_PER_DAY = "AGENT_BUDGET_TOKENS_PER_DAY"
+AGENT_BUDGET_TOKENS_PER_USER_PER_DAY = "AGENT_BUDGET_TOKENS_PER_USER_PER_DAY"
+AGENT_USAGE_RETENTION_DAYS = "AGENT_USAGE_RETENTION_DAYS"
 
 # MCP server runtime (kaos-mcp).
 MCP_HOST = "MCP_HOST"

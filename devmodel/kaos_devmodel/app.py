@@ -6,7 +6,10 @@ as OpenAI does, deterministically (``chat``, ``embeddings``). ``/control/script`
 ``/control/embeddings`` let a test or demo steer the model and see what it was asked (each
 recorded request with ``received_at``, the wall-clock time it arrived, before any injected
 delay: so a test can tell which calls started after a point in time; an answered one with
-the usage it reported and the sampling parameters it was sent). A model named in
+the usage it reported and the sampling parameters it was sent). It counts the tokens it
+served, as a model provider bills them: ``input_tokens`` and ``output_tokens`` of
+``/control/stats`` (since the last reset) and ``kaos_devmodel_tokens_total{kind}`` on
+``/metrics`` (since start), the usage its chat answers reported, streamed or not. A model named in
 ``KAOS_DEVMODEL_NO_TOOLS_MODELS`` refuses any request offering tools with HTTP 400
 ``<model> does not support tools``, as Ollama does for a model without the tools
 capability. All state lives in one ``DevModelState`` per application.
@@ -73,6 +76,9 @@ STAT_NAMES = (
     "hangs",
     "clients_gone",
     "tools_refused",
+    # The tokens of the chat answers served (their reported usage): prompt and completion.
+    "input_tokens",
+    "output_tokens",
 )
 
 
@@ -81,6 +87,8 @@ class DevModelState:
     settings: DevModelSettings
     faults: FaultInjector
     answers_metric: MetricCounter
+    # ``kaos_devmodel_tokens_total{kind}``: input and output tokens served since start.
+    tokens_metric: MetricCounter
     # Read once at start, so a reset cannot fail on a script file edited since.
     initial_rules: list[Rule] = field(default_factory=list)
     script: Script = field(default_factory=Script)
@@ -141,6 +149,13 @@ def create_app(
         settings=settings,
         faults=FaultInjector(settings.initial_faults(), settings.seed),
         answers_metric=metric,
+        tokens_metric=MetricCounter(
+            "tokens",
+            "Tokens of the chat answers served (their reported usage), by kind (input, output).",
+            ["kind"],
+            namespace="kaos_devmodel",
+            registry=app[REGISTRY_KEY],
+        ),
         initial_rules=settings.initial_rules(),
     )
     state.script.replace(state.initial_rules)
@@ -290,6 +305,10 @@ def _count_answer(
     state.stats["chat"] += 1
     state.stats[ans.kind] += 1
     state.answers_metric.labels(ans.kind).inc()
+    state.stats["input_tokens"] += usage.prompt_tokens
+    state.stats["output_tokens"] += usage.completion_tokens
+    state.tokens_metric.labels("input").inc(usage.prompt_tokens)
+    state.tokens_metric.labels("output").inc(usage.completion_tokens)
     state.recent.append(
         {**_record(req, ans.kind, received_at, request), "usage": usage.model_dump()}
     )

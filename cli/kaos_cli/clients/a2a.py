@@ -8,8 +8,10 @@ JSON-RPC without streaming: ``SendMessage`` answers the finished task, or the ru
 with ``return_immediately``.
 
 Failures are ``TaskCallFailed``: ``TaskCallRefused`` when the agent answered the call
-with a JSON-RPC error (its code and message), ``TaskUnreachable`` when no answer came (in
-plain words, not the HTTP library's), otherwise a one-line reason naming the agent's URL.
+with a JSON-RPC error (its code and message), ``TaskHttpRefused`` when it answered with an
+HTTP error status (a refused caller: the status kept), ``TaskUnreachable`` when no answer
+came (in plain words, not the HTTP library's), otherwise a one-line reason naming the
+agent's URL.
 Task states read without the ``TASK_STATE_`` prefix (``COMPLETED``).
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -32,6 +34,7 @@ from a2a.types import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    TaskState,
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import JSON_RPC_ERROR_CODE_MAP, A2AError
@@ -67,6 +70,14 @@ def _transport(exc: BaseException) -> str:
     return "the answer could not be read"
 
 
+class TaskHttpRefused(TaskCallFailed):
+    """The agent answered the call with an HTTP error status (a refused caller)."""
+
+    def __init__(self, url: str, method: str, status: int) -> None:
+        super().__init__(f"agent at {url} answered {status} to {method}")
+        self.status = status
+
+
 class TaskCallRefused(TaskCallFailed):
     """The agent answered the call with a JSON-RPC error."""
 
@@ -100,7 +111,7 @@ def failure_of(url: str, method: str, exc: A2AError) -> TaskCallFailed:
         return TaskCallRefused(method, code, exc.message)
     cause = exc.__cause__
     if isinstance(cause, httpx.HTTPStatusError):
-        return TaskCallFailed(f"agent at {url} answered {cause.response.status_code} to {method}")
+        return TaskHttpRefused(url, method, cause.response.status_code)
     if isinstance(cause, httpx.HTTPError | ValueError):
         return TaskUnreachable(f"agent at {url} failed: {_transport(cause)}")
     unmapped = _UNMAPPED.fullmatch(str(exc))
@@ -121,6 +132,10 @@ class TaskClient:
         message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=text)])
         if session:
             message.context_id = session
+        return await self.send_message(message, wait=wait)
+
+    async def send_message(self, message: Message, *, wait: bool) -> dict[str, Any]:
+        """Send ``message`` (a new task, or to the task it names); the task as answered."""
         request = SendMessageRequest(message=message)
         if not wait:
             request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
@@ -152,11 +167,16 @@ class TaskClient:
         cancelled: dict[str, Any] = MessageToDict(task)
         return cancelled
 
-    async def list(self, *, session: str | None, limit: int) -> dict[str, Any]:
-        """The tasks visible to the caller, newest first (``tasks``, paging fields)."""
+    async def list(
+        self, *, session: str | None = None, limit: int, state: TaskState | None = None
+    ) -> dict[str, Any]:
+        """The tasks visible to the caller, newest first (``tasks``, paging fields); only
+        those in ``session``, and in ``state``, when given."""
         request = ListTasksRequest(page_size=limit)
         if session:
             request.context_id = session
+        if state is not None:
+            request.status = state
         try:
             listed = await self._client.list_tasks(request)
         except A2AError as exc:
@@ -166,9 +186,11 @@ class TaskClient:
 
 
 @asynccontextmanager
-async def task_client(url: str, headers: dict[str, str]) -> AsyncIterator[TaskClient]:
+async def task_client(
+    url: str, headers: Mapping[str, str], *, request_timeout: float = TIMEOUT
+) -> AsyncIterator[TaskClient]:
     """A ``TaskClient`` for the agent at ``url`` whose requests carry ``headers``."""
-    async with httpx.AsyncClient(headers=headers, timeout=TIMEOUT) as http:
+    async with httpx.AsyncClient(headers=dict(headers), timeout=request_timeout) as http:
         config = ClientConfig(
             streaming=False,
             httpx_client=http,

@@ -70,7 +70,7 @@ def completion_request(model: str, message: str, *, stream: bool) -> dict[str, A
     return {"model": model, "messages": [{"role": "user", "content": message}], "stream": stream}
 
 
-async def _refused(resp: aiohttp.ClientResponse) -> AgentRefused:
+async def refusal(resp: aiohttp.ClientResponse) -> AgentRefused:
     text = await resp.text()
     try:
         payload: Any = json.loads(text)
@@ -101,7 +101,7 @@ async def chat(
             ) as resp,
         ):
             if resp.status >= 400:
-                raise await _refused(resp)
+                raise await refusal(resp)
             payload: Any = await resp.json(content_type=None)
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         raise AgentUnreachable(url, exc) from exc
@@ -128,7 +128,7 @@ async def stream_chat(
             timeout=request_timeout or http.timeout,
         ) as resp:
             if resp.status >= 400:
-                raise await _refused(resp)
+                raise await refusal(resp)
             async for piece in completion_pieces(resp.content):
                 yield piece
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
@@ -163,7 +163,7 @@ async def fetch_card(
             url + CARD_PATH, headers=headers, timeout=aiohttp.ClientTimeout(total=request_timeout)
         ) as resp:
             if resp.status >= 400:
-                raise await _refused(resp)
+                raise await refusal(resp)
             card: dict[str, Any] = await resp.json()
             return card
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:

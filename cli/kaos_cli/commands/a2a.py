@@ -6,27 +6,18 @@ Task states print without the ``TASK_STATE_`` prefix (``COMPLETED``, ``WORKING``
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import click
 
-from kaos_cli.clients.a2a import (
-    TaskCallFailed,
-    TaskClient,
-    TaskUnreachable,
-    answer_of,
-    state_of,
-    task_client,
-)
+from kaos_cli.clients.a2a import TaskClient, answer_of, state_of, task_client
 from kaos_cli.clients.agent import headers_for
-from kaos_cli.commands.agent import agent_url, complete_agent
+from kaos_cli.commands.agent_reach import call as call_agent
+from kaos_cli.commands.agent_reach import complete_agent, talk_options
 from kaos_cli.commands.common import CONTEXT_SETTINGS, Cx, common_options
-from kaos_cli.kubectl.forward import Unreachable
 from kaos_cli.kubectl.sync import Kube
 from kaos_cli.output import emit
-from kaos_cli.tools import CliError
 
 
 @click.group(
@@ -51,13 +42,7 @@ def call(
         async with task_client(base, headers) as tasks:
             return await use(tasks)
 
-    with agent_url(kube, agent, url) as base:
-        try:
-            return asyncio.run(go(base))
-        except TaskUnreachable as exc:
-            raise Unreachable(exc.message, exc.message.rsplit(": ", 1)[-1]) from exc
-        except TaskCallFailed as exc:
-            raise CliError(exc.message) from exc
+    return call_agent(kube, agent, url, go)
 
 
 def show(cx: Cx, tasks: list[dict[str, Any]], document: Any) -> None:
@@ -72,19 +57,12 @@ def show(cx: Cx, tasks: list[dict[str, Any]], document: Any) -> None:
     )
 
 
-def _talk(fn: Any) -> Any:
-    fn = click.option("--token", default=None, envvar="KAOS_TOKEN", help="bearer token")(fn)
-    fn = click.option("--principal", default=None, help="end-user subject (X-Principal)")(fn)
-    fn = click.option("--url", default=None, help="agent base URL instead of a port-forward")(fn)
-    return fn
-
-
 @a2a_group.command("send", help="Send a message as a new task; print its state and answer.")
 @click.argument("agent", shell_complete=complete_agent)
 @click.argument("message")
 @click.option("--session", default=None, help="context id: the conversation to continue")
 @click.option("--no-wait", is_flag=True, help="return at once (the task runs on; poll with get)")
-@_talk
+@talk_options
 @common_options()
 def send_cmd(
     cx: Cx,
@@ -111,7 +89,7 @@ def send_cmd(
 @click.argument("agent", shell_complete=complete_agent)
 @click.argument("task_id")
 @click.option("--history", type=int, default=0, help="include the last N messages")
-@_talk
+@talk_options
 @common_options()
 def get_cmd(
     cx: Cx,
@@ -136,7 +114,7 @@ def get_cmd(
 @a2a_group.command("cancel", help="Cancel a running task (a finished one cannot be).")
 @click.argument("agent", shell_complete=complete_agent)
 @click.argument("task_id")
-@_talk
+@talk_options
 @common_options()
 def cancel_cmd(
     cx: Cx, agent: str, task_id: str, url: str | None, principal: str | None, token: str | None
@@ -152,7 +130,7 @@ def cancel_cmd(
 @click.argument("agent", shell_complete=complete_agent)
 @click.option("--session", default=None, help="only this context id")
 @click.option("--limit", type=int, default=50, show_default=True, help="at most this many")
-@_talk
+@talk_options
 @common_options()
 def list_cmd(
     cx: Cx,

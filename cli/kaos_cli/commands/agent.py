@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import sys
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -21,9 +20,6 @@ import click
 
 from kaos_cli.clients.agent import (
     AgentError,
-    AgentRefused,
-    AgentUnreachable,
-    AnswerBrokeOff,
     chat,
     fetch_card,
     headers_for,
@@ -32,18 +28,17 @@ from kaos_cli.clients.agent import (
     tools_from_spec,
 )
 from kaos_cli.commands.agent_access import add_commands as add_access_commands
-from kaos_cli.commands.common import CONTEXT_SETTINGS, Cx, common_options, complete_resource
+from kaos_cli.commands.agent_approvals import add_commands as add_approval_commands
+from kaos_cli.commands.agent_audit import add_commands as add_audit_commands
+from kaos_cli.commands.agent_reach import agent_url, complete_agent, failed, talk_options
+from kaos_cli.commands.common import CONTEXT_SETTINGS, Cx, common_options
 from kaos_cli.commands.deploy import deploy, deploy_options
-from kaos_cli.commands.reach import forwarded
 from kaos_cli.commands.resources import add_resource_commands
-from kaos_cli.kinds import AGENT, AGENT_PORT
-from kaos_cli.kubectl.forward import Unreachable
-from kaos_cli.kubectl.sync import Kube
+from kaos_cli.kinds import AGENT
 from kaos_cli.output import emit, info, warn
 from kaos_cli.tools import EXIT_ENVIRONMENT, CliError
 
 CARD_TIMEOUT = 30.0
-complete_agent = complete_resource(AGENT.resource)
 
 
 @click.group(
@@ -56,32 +51,6 @@ def agent_group() -> None:
 
 
 add_resource_commands(agent_group, AGENT)
-
-
-@contextlib.contextmanager
-def agent_url(kube: Kube, name: str, url: str | None) -> Iterator[str]:
-    """``--url``, or a port-forward to the Agent's Service while the block runs."""
-    if url:
-        yield url.rstrip("/")
-        return
-    obj = kube.get(AGENT.resource, name, missing=AGENT.missing())
-    with forwarded(kube, AGENT, obj, AGENT_PORT) as local:
-        yield local
-
-
-def failed(exc: AgentError) -> CliError:
-    """The agent client's failure as the CLI's one line."""
-    if isinstance(exc, AgentRefused):
-        payload = exc.payload
-        error = payload.get("error") if isinstance(payload, dict) else None
-        detail = error.get("message") if isinstance(error, dict) else payload
-        hint = " (pass --token or --principal)" if exc.status in (401, 403) else ""
-        return CliError(f"agent answered {exc.status}: {detail}{hint}")
-    if isinstance(exc, AnswerBrokeOff):
-        return CliError(f"agent failed mid-answer: {exc.message}")
-    if isinstance(exc, AgentUnreachable):
-        return Unreachable(exc.message, exc.cause)
-    return CliError(exc.message)
 
 
 async def answer_turn(
@@ -127,24 +96,12 @@ def chat_loop(
         asyncio.run(answer_turn(url, name, text, headers, request_timeout))
 
 
-def _talk_options(fn: Any) -> Any:
-    fn = click.option(
-        "--token",
-        default=None,
-        envvar="KAOS_TOKEN",
-        help="bearer token for the agent (env KAOS_TOKEN)",
-    )(fn)
-    fn = click.option("--principal", default=None, help="end-user subject (X-Principal)")(fn)
-    fn = click.option("--url", default=None, help="agent base URL instead of a port-forward")(fn)
-    return fn
-
-
 @agent_group.command("invoke", help="Send one message and print the answer (for scripts).")
 @click.argument("name", shell_complete=complete_agent)
 @click.argument("message")
 @click.option("--session", default=None, help="session id, to continue a conversation")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="seconds to wait")
-@_talk_options
+@talk_options
 @common_options()
 def invoke_cmd(
     cx: Cx,
@@ -199,7 +156,7 @@ def invoke_cmd(
     show_default=True,
     help="seconds to wait for the next piece of an answer",
 )
-@_talk_options
+@talk_options
 @common_options()
 def chat_cmd(
     cx: Cx,
@@ -232,7 +189,7 @@ async def read_card(url: str, headers: dict[str, str]) -> dict[str, Any]:
     "when the agent cannot be reached.",
 )
 @click.argument("name", shell_complete=complete_agent)
-@_talk_options
+@talk_options
 @common_options()
 def tools_cmd(cx: Cx, name: str, url: str | None, principal: str | None, token: str | None) -> int:
     headers = headers_for(None, principal, token)
@@ -327,3 +284,7 @@ def agent_deploy(
 
 # ``grant``, ``revoke`` and ``who-can`` (``agent_access``): who may talk to an agent.
 add_access_commands(agent_group)
+# ``approvals``, ``approve`` and ``deny`` (``agent_approvals``): runs waiting for a decision.
+add_approval_commands(agent_group)
+# ``audit`` (``agent_audit``): the agent's tool calls, delegations and decisions.
+add_audit_commands(agent_group)

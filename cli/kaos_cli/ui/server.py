@@ -19,6 +19,7 @@ from kaos_cli.kubectl.aio import Cluster
 from kaos_cli.kubectl.forward import Forwards
 from kaos_cli.ui.live import BROKER, Broker, events, watches
 from kaos_cli.ui.pages.agent import agent_page, chat
+from kaos_cli.ui.pages.agent_ops import decide
 from kaos_cli.ui.pages.errors import error_pages
 from kaos_cli.ui.pages.memory import forget, forget_confirm, memory_page
 from kaos_cli.ui.pages.overview import overview, overview_fragment
@@ -53,6 +54,7 @@ def create_app(config: UiConfig, cluster: Cluster, *, watch: bool = True) -> web
     app.router.add_get("/events", events)
     app.router.add_get("/agents/{ns}/{name}", agent_page)
     app.router.add_post("/agents/{ns}/{name}/chat", chat)
+    app.router.add_post("/agents/{ns}/{name}/decide", decide)
     app.router.add_get("/memory/{ns}/{store}", memory_page)
     app.router.add_get("/memory/{ns}/{store}/forget", forget_confirm)
     app.router.add_post("/memory/{ns}/{store}/forget", forget)

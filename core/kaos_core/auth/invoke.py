@@ -16,6 +16,11 @@ groups claim's value behind the groups prefix, and every user is in
 ``system:`` form is never taken from a token: nobody becomes ``system:masters`` by
 choosing their own groups at the identity provider.
 
+The same question for any other verb and virtual subresource of an Agent
+(``InvokeAccess.check(user, verb=..., subresource=...)``, the names below): ``create
+agents/approve`` (deciding a paused run's approval), ``get agents/usage`` (its token
+ledger), ``get agents/audit`` (its audit trail).
+
 Decisions are ``KubernetesAccess``'s (the memory service's admin check): cached briefly
 and boundedly, never past the token's expiry; refused unless the API server says
 ``allowed``; an API server that cannot be asked is ``VerifierUnavailable`` (503), never
@@ -37,6 +42,11 @@ from kaos_core.crds.common import GROUP
 RESOURCE = "agents"
 SUBRESOURCE = "invoke"
 VERB = "create"
+# The other virtual subresources of an Agent RBAC is asked about, with their verbs.
+APPROVE_SUBRESOURCE = "approve"  # create: decide a paused run's approval
+USAGE_SUBRESOURCE = "usage"  # get: read its token ledger
+AUDIT_SUBRESOURCE = "audit"  # get: read its audit trail
+GET = "get"
 # The chart's ClusterRole granting it: ``<release>-agent-user``.
 CLUSTER_ROLE_SUFFIX = "agent-user"
 # Every authenticated user of the API server is in this group; so is every verified user.
@@ -106,38 +116,73 @@ class ClaimMapping:
         return (*found, AUTHENTICATED_GROUP)
 
 
-def invoke_attributes(namespace: str, name: str) -> ResourceAttributes:
-    """``create agents.kaos.tools/invoke`` of one Agent."""
+def agent_attributes(
+    namespace: str, name: str, *, verb: str = VERB, subresource: str = SUBRESOURCE
+) -> ResourceAttributes:
+    """``<verb> agents.kaos.tools/<subresource>`` of one Agent (``subresource=""``: the
+    Agent itself)."""
     return ResourceAttributes(
         group=GROUP,
         resource=RESOURCE,
-        subresource=SUBRESOURCE,
-        verb=VERB,
+        subresource=subresource,
+        verb=verb,
         namespace=namespace,
         name=name,
     )
 
 
+def invoke_attributes(namespace: str, name: str) -> ResourceAttributes:
+    """``create agents.kaos.tools/invoke`` of one Agent."""
+    return agent_attributes(namespace, name)
+
+
 class InvokeAccess:
-    """One agent's question to RBAC: may this verified user invoke it?"""
+    """One agent's questions to RBAC: may this verified user invoke it (the default), or
+    do another verb on another of its subresources?"""
 
     def __init__(
         self, access: KubernetesAccess, mapping: ClaimMapping, *, namespace: str, name: str
     ) -> None:
         self.access = access
         self.mapping = mapping
+        self.namespace = namespace
+        self.name = name
         self.attributes = invoke_attributes(namespace, name)
 
-    async def check(self, user: VerifiedUser) -> None:
-        """Return when RBAC lets ``user`` invoke this agent. Raises ``Forbidden`` (403
-        ``agent_not_granted``), ``Unauthenticated`` (401: the token names no Kubernetes
-        user) or ``VerifierUnavailable`` (503: the API server cannot be asked)."""
+    def attributes_for(self, verb: str, subresource: str) -> ResourceAttributes:
+        if verb == VERB and subresource == SUBRESOURCE:
+            return self.attributes
+        return agent_attributes(self.namespace, self.name, verb=verb, subresource=subresource)
+
+    async def allowed(
+        self, user: VerifiedUser, *, verb: str = VERB, subresource: str = SUBRESOURCE
+    ) -> bool:
+        """Whether RBAC lets ``user`` do ``verb`` on this Agent's ``subresource``. Raises
+        ``Unauthenticated`` (401: the token names no Kubernetes user) or
+        ``VerifierUnavailable`` (503: the API server cannot be asked); never allows on
+        an error."""
         subject = self.mapping.user(user.claims, user.issuer, user.expires_at)
-        if not await self.access.allowed(subject, self.attributes):
+        return await self.access.allowed(subject, self.attributes_for(verb, subresource))
+
+    async def check(
+        self, user: VerifiedUser, *, verb: str = VERB, subresource: str = SUBRESOURCE
+    ) -> None:
+        """Return when RBAC lets ``user`` do ``verb`` on this Agent's ``subresource``
+        (by default: invoke it). Raises ``Forbidden`` (403 ``agent_not_granted``),
+        ``Unauthenticated`` (401: the token names no Kubernetes user) or
+        ``VerifierUnavailable`` (503: the API server cannot be asked)."""
+        subject = self.mapping.user(user.claims, user.issuer, user.expires_at)
+        attributes = self.attributes_for(verb, subresource)
+        if not await self.access.allowed(subject, attributes):
+            if attributes is self.attributes:
+                how = (
+                    "grant it with kaos agent grant, or a binding of the ClusterRole"
+                    f" <release>-{CLUSTER_ROLE_SUFFIX}"
+                )
+            else:
+                how = "grant it with a Role binding naming this Agent"
             raise Forbidden(
-                f'user "{subject.username}" may not {self.attributes.describe()}'
-                " (grant it with kaos agent grant, or a binding of the ClusterRole"
-                f" <release>-{CLUSTER_ROLE_SUFFIX})",
+                f'user "{subject.username}" may not {attributes.describe()} ({how})',
                 code="agent_not_granted",
             )
 

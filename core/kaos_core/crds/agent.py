@@ -6,7 +6,10 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
+from kaos_core.crds.approvals import AgentApprovals, approvals_field
+from kaos_core.crds.audit import AgentAudit, audit_field
 from kaos_core.crds.autoscaling import AgentAutoscaling, Scaler
+from kaos_core.crds.budgets import AgentBudgets, budgets_field
 from kaos_core.crds.common import (
     AGE,
     DNS_LABEL,
@@ -131,6 +134,9 @@ class TaskConfig(CRDModel):
     )
     max_wall_time_seconds: int | None = Field(
         default=None, ge=1, le=86400, description="Wall time one run may take, in seconds."
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, le=10**9, description="Tokens one run may use (input and output)."
     )
 
 
@@ -315,6 +321,9 @@ class AgentSpec(CRDModel):
     )
     schedules: Schedules = schedules_field()
     triggers: Triggers = triggers_field()
+    audit: AgentAudit | None = audit_field()
+    budgets: AgentBudgets | None = budgets_field()
+    approvals: AgentApprovals | None = approvals_field()
     image: str | None = image_field("the chart's kaos-agent image")
     resources: dict[str, Any] | None = resources_field()
     telemetry: Telemetry | None = telemetry_field()

@@ -41,6 +41,10 @@ from kaos_agent.a2a.server import A2AServer
 from kaos_agent.a2a.stores import build_task_store
 from kaos_agent.a2a.tasks import TaskStore
 from kaos_agent.access import invoke_access
+from kaos_agent.approvals.desk import approval_desk
+from kaos_agent.approvals.gate import gate_toolsets
+from kaos_agent.audit_trail.http import AUDIT_KEY as AUDIT_KEY  # the AuditLog, for others
+from kaos_agent.audit_trail.http import AUDITOR_KEY, setup_audit
 from kaos_agent.auth import EdgeAuth
 from kaos_agent.autonomous import Sleep, autonomous_loop
 from kaos_agent.chat import chat_completions
@@ -61,6 +65,7 @@ from kaos_agent.tool_listing import list_tools
 from kaos_agent.tool_support import ToolRefusalFallback, ToolSupport
 from kaos_agent.toolsets import GuardedToolset, mcp_http_client, mcp_toolset, mcp_toolsets
 from kaos_agent.triggers import setup_triggers
+from kaos_agent.usage import ACCOUNTING_KEY, setup_usage
 
 if TYPE_CHECKING:
     import httpx2
@@ -140,9 +145,14 @@ def create_app(settings: AgentSettings, *, deps: AgentDeps | None = None) -> web
     app[DEPS_KEY] = deps or AgentDeps()
     app[METRICS_KEY] = AgentMetrics.create(app[REGISTRY_KEY])
     app[GENAI_METRICS_KEY] = GenAiMetrics.create(app[REGISTRY_KEY])
+    # The audit trail beside the task store and GET /v1/audit: opened before the runs
+    # start, closed after they ended.
+    setup_audit(app, settings, lambda: app[AUTH_KEY])
     app.cleanup_ctx.append(_auth_ctx)
     app.cleanup_ctx.append(_peers_ctx)
     app.cleanup_ctx.append(_memory_ctx)
+    # The usage ledger and the runs' accounting (before the runtime, which is given it).
+    setup_usage(app, settings, lambda: app[AUTH_KEY])
     app.cleanup_ctx.append(_runtime_ctx)
     app.cleanup_ctx.append(_tasks_ctx)
     app.cleanup_ctx.append(_autonomous_ctx)
@@ -216,9 +226,12 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
     elif deps.toolsets is None:
         if settings.tools.servers:
             mcp_http = mcp_http_client(settings.tools)
-            tools = mcp_toolsets(settings.tools, metrics, mcp_http)
+            tools = mcp_toolsets(settings.tools, metrics, mcp_http, audit=app[AUDITOR_KEY])
     else:
-        tools = [GuardedToolset(t, label_text="tools", metrics=metrics) for t in deps.toolsets]
+        tools = [
+            GuardedToolset(t, label_text="tools", metrics=metrics, audit=app[AUDITOR_KEY])
+            for t in deps.toolsets
+        ]
     toolsets = agent_toolsets(
         tools=tools,
         delegation=delegation,
@@ -226,6 +239,7 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
         memory=memory_settings,
         remote_memory=memory if isinstance(memory, RemoteMemory) else None,
         metrics=metrics,
+        audit=app[AUDITOR_KEY],
     )
     app[TOOLSETS_KEY] = toolsets
     given_model, model_http = deps.model, None
@@ -243,7 +257,8 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
         model=loop_model,
         model_settings=settings.model,
         delegation=delegation,
-        toolsets=toolsets,
+        # Approval gates wrap the toolsets their rules name (kaos_agent.approvals).
+        toolsets=gate_toolsets(toolsets, settings.approvals.policy, delegation.peers),
         instrument=instrument,
     )
     # No tools and no tracing: a run is one model request (kaos_agent.one_request), on the
@@ -260,6 +275,8 @@ async def _runtime_ctx(app: web.Application) -> AsyncIterator[None]:
         max_steps=settings.model.max_steps,
         budget=settings.budget,
         one_request=one_request,
+        accounting=app[ACCOUNTING_KEY],
+        gated=settings.approvals.policy is not None,
     )
     try:
         app[RUNTIME_KEY] = runtime
@@ -293,7 +310,11 @@ async def _tasks_ctx(app: web.Application) -> AsyncIterator[None]:
     try:
         await runs.start()
         app[TASK_STORE_KEY], app[TASK_RUNS_KEY] = store, runs
-        app[A2A_KEY] = A2AServer(app[RUNTIME_KEY], store, runs, auth=app[AUTH_KEY])
+        # Approval gates' paused runs: decided, timed out, resumed on any replica.
+        desk = approval_desk(
+            app[SETTINGS_KEY], store, runs.runner, app[AUTH_KEY], app.get(AUDIT_KEY)
+        )
+        app[A2A_KEY] = A2AServer(app[RUNTIME_KEY], store, runs, auth=app[AUTH_KEY], approvals=desk)
 
         async def serving() -> None:
             runs.check_open()

@@ -153,6 +153,15 @@ class UserAuth:
         except Unauthenticated as exc:
             raise user_refusal(exc) from None
 
+    async def end_user(self, headers: Mapping[str, str]) -> VerifiedUser:
+        """The end user a request's bearer token proves, RBAC not asked (an endpoint other
+        than a run asks its own question: ``InvokeAccess.check(user, verb=...,
+        subresource=...)``); every 401 carries a ``Bearer`` challenge."""
+        try:
+            return await self._end_user(headers)
+        except Unauthenticated as exc:
+            raise user_refusal(exc) from None
+
     async def _delegated(self, headers: Mapping[str, str], caller: Caller) -> Verified:
         # The caller's principal header is checked against the token it forwards, and
         # means nothing without one (the run then acts for this agent).

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kaos_core.auth.callers import Caller
 from kaos_core.errors import BadRequest
@@ -44,6 +44,15 @@ class RunDeps:
     # Under verified user identity: the user's token, forwarded to the memory service and
     # to peers so they verify the principal themselves. A credential: never in a repr.
     user_token: str | None = field(default=None, repr=False)
+    # The A2A task the run works on (None for chat completions and the autonomous loop).
+    task_id: str | None = None
+    # The verified identity of the agent that delegated the run (None: not a delegation, or
+    # delegations are not verified).
+    caller: str | None = None
+
+    def with_task(self, task_id: str) -> RunDeps:
+        """This context for the run of the A2A task ``task_id``."""
+        return replace(self, task_id=task_id)
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,7 @@ def run_context(
         depth=parse_depth(raw_depth),
         request_id=request_id or None,
         user_token=verified.user_token if verified is not None and derived else None,
+        caller=verified.caller.identity if verified is not None and verified.caller else None,
     )
 
 

@@ -16,6 +16,10 @@ Each delegation is a client span ``invoke_agent <peer>`` (GenAI conventions: the
 agent's invocation) whose W3C trace context goes out in the headers of either transport,
 so the peer's server span, and its whole run, sit under it in one trace.
 
+Each delegation is recorded in the audit trail (``kaos_agent.audit``) as kind
+``delegation`` under the peer's name: ``ok``, ``failed`` (refused before any request: bad
+arguments, the depth limit), ``error`` (the peer unavailable or refusing) or ``cancelled``.
+
 The call goes through the agent's traced aiohttp session rather than a2a-sdk's client (which
 the CLI uses): that client runs on httpx, outside ``kaos_core.tracing.client_session``, and
 opens spans of its own that record exception text; and it raises on an HTTP error status
@@ -26,6 +30,7 @@ its answer again by hand.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
@@ -56,6 +61,7 @@ from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 
+from kaos_agent.audit.record import Auditor
 from kaos_agent.context import RunDeps
 from kaos_agent.metrics import AgentMetrics
 
@@ -240,18 +246,44 @@ def delegation_toolset(
     *,
     max_depth: int,
     metrics: AgentMetrics,
+    audit: Auditor | None = None,
 ) -> FunctionToolset[RunDeps]:
-    """One ``delegate_to_<name>(message)`` tool per peer."""
+    """One ``delegate_to_<name>(message)`` tool per peer, each delegation recorded in
+    ``audit``."""
     tools: list[Tool[RunDeps]] = []
     for peer in peers:
-        tools.append(_delegate_tool(peer, client, max_depth=max_depth, metrics=metrics))
+        tools.append(
+            _delegate_tool(peer, client, max_depth=max_depth, metrics=metrics, audit=audit)
+        )
     return FunctionToolset(tools, id="delegation")
 
 
 def _delegate_tool(
-    peer: Endpoint, client: PeerClient, *, max_depth: int, metrics: AgentMetrics
+    peer: Endpoint,
+    client: PeerClient,
+    *,
+    max_depth: int,
+    metrics: AgentMetrics,
+    audit: Auditor | None = None,
 ) -> Tool[RunDeps]:
     async def delegate(ctx: RunContext[RunDeps], **args: Any) -> str:
+        if audit is None:
+            return await ask(ctx, args)
+        started, outcome = audit.start(), "error"
+        try:
+            answer = await ask(ctx, args)
+            outcome = "ok"
+            return answer
+        except ToolFailed as exc:
+            outcome = "error" if isinstance(exc.__cause__, PeerUnavailable) else "failed"
+            raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            await audit.call("delegation", peer.name, args, ctx.deps, started, outcome)
+
+    async def ask(ctx: RunContext[RunDeps], args: dict[str, Any]) -> str:
         message = args.get("message")
         extra = sorted(set(args) - {"message"})
         if extra:

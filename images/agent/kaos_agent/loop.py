@@ -14,6 +14,7 @@ from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings as PydanticModelSettings
 from pydantic_ai.toolsets import AbstractToolset
 
+from kaos_agent.audit.record import Auditor
 from kaos_agent.context import RunDeps
 from kaos_agent.delegation import PeerClient, delegation_toolset
 from kaos_agent.memory.remote import RemoteMemory
@@ -56,14 +57,20 @@ def agent_toolsets(
     memory: AgentMemorySettings,
     remote_memory: RemoteMemory | None,
     metrics: AgentMetrics,
+    audit: Auditor | None = None,
 ) -> list[AbstractToolset[RunDeps]]:
-    """The loop's toolsets: tool servers, then delegation, then memory, each guarded."""
+    """The loop's toolsets: tool servers, then delegation, then memory, each guarded; each
+    call recorded in ``audit`` (delegations by the delegation tools themselves)."""
     toolsets: list[AbstractToolset[RunDeps]] = list(tools)
     if delegation.peers:
         toolsets.append(
             GuardedToolset(
                 delegation_toolset(
-                    delegation.peers, peer_client, max_depth=delegation.max_depth, metrics=metrics
+                    delegation.peers,
+                    peer_client,
+                    max_depth=delegation.max_depth,
+                    metrics=metrics,
+                    audit=audit,
                 ),
                 label_text="delegation",
                 metrics=metrics,
@@ -75,6 +82,7 @@ def agent_toolsets(
                 memory_toolset(remote_memory, memory.entitled_levels, memory.tools),
                 label_text="memory",
                 metrics=metrics,
+                audit=audit,
             )
         )
     return toolsets

@@ -18,10 +18,12 @@ from kaos_core.wire import A2A_VERSION_HEADER, AGENT_TOKEN_HEADER, DELEGATION_DE
 from pydantic import BaseModel, ConfigDict, RootModel
 from typing_extensions import TypedDict
 
+from kaos_agent.audit_trail.openapi import audit_operation
 from kaos_agent.chat import ChatRequest
 from kaos_agent.context import MAX_DEPTH_VALUE
 from kaos_agent.load import LOAD_PATH, AgentLoad
 from kaos_agent.tool_listing import ToolList
+from kaos_agent.usage.openapi import usage_operations
 
 AGENT_API_VERSION = "1.0.0"
 EVENT_STREAM = "text/event-stream"
@@ -410,6 +412,7 @@ def agent_operations() -> list[Operation]:
             a2a,
             card_reply,
         ),
+        audit_operation(),
         Operation(
             LOAD_PATH,
             "get",
@@ -422,6 +425,7 @@ def agent_operations() -> list[Operation]:
             ["operations"],
             {200: Reply("The load.", {JSON: AgentLoad}, (REQUEST_ID_ECHO,))},
         ),
+        *usage_operations(),
         *openapi.probe_operations("agent"),
     ]
 

@@ -9,18 +9,22 @@ a ``ResumePoint`` continues a run another replica started: no recall (its window
 are in the checkpoint) and one memory write at its end, of the whole run's turns.
 An agent that offers the model no tools sends its run as one model request
 (``kaos_agent.one_request``) and hands the graph only an answer that is not plain text.
+With approval gates (``kaos_agent.approvals``) a run may end waiting for a decision
+(``RunOutcome.paused``): A2A keeps it as a paused task; elsewhere ``on_pause`` does, and
+the answer names that task. A ``ResumePoint`` with ``approvals`` continues it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from kaos_core.errors import KaosError
 from kaos_core.memory.contract import Turn
-from pydantic_ai import Agent, capture_run_messages
+from pydantic_ai import Agent, AgentRunResultEvent, capture_run_messages
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import (
     AgentRunError,
@@ -31,14 +35,10 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelRequest,
     ModelResponse,
-    PartDeltaEvent,
-    PartStartEvent,
     TextPart,
-    TextPartDelta,
-    UserPromptPart,
 )
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.usage import UsageLimits
 
 from kaos_agent.context import RunDeps
@@ -46,7 +46,16 @@ from kaos_agent.memory.base import Memory, MemoryWriteFailed
 from kaos_agent.memory.turns import turns_from_messages
 from kaos_agent.metrics import AgentMetrics
 from kaos_agent.one_request import OneRequest, text_answer
+from kaos_agent.run_messages import count_steps, new_messages, shorter
+from kaos_agent.run_texts import (
+    OUT_OF_TIME,
+    step_limit_text,
+    time_budget_text,
+    token_budget_text,
+    tool_budget_text,
+)
 from kaos_agent.settings import RunBudget
+from kaos_agent.text_stream import text_delta
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +104,21 @@ class StreamState:
     usage: TokenUsage = field(default_factory=TokenUsage)
 
 
+@dataclass(frozen=True)
+class Paused:
+    """A run waiting for approval of the calls in ``requests`` (``kaos_agent.approvals``):
+    its messages so far (the last one makes the calls) and the recalled facts it ran with."""
+
+    requests: DeferredToolRequests
+    messages: list[ModelMessage]
+    facts: str | None = None
+
+
+# What a run that paused outside A2A (chat completions) answers: the paused run is kept as
+# an A2A task, which the text names.
+OnPause = Callable[[str, RunDeps, Paused], Awaitable[str]]
+
+
 @dataclass
 class RunOutcome:
     text: str
@@ -105,6 +129,8 @@ class RunOutcome:
     memory_degraded: bool = False
     turns: list[Turn] = field(default_factory=list)
     usage: TokenUsage = field(default_factory=TokenUsage)
+    # Set when the run waits for approval ("input_required"; an answer only outside A2A).
+    paused: Paused | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +140,8 @@ class ResumePoint:
 
     history: list[ModelMessage]
     facts: str | None = None
+    # The decisions a paused run resumes with (its history ends with the calls).
+    approvals: DeferredToolResults | None = None
 
 
 class StepRecorder(AbstractCapability[RunDeps]):
@@ -125,45 +153,16 @@ class StepRecorder(AbstractCapability[RunDeps]):
         """A fresh run, with the recalled ``facts``."""
 
 
-def step_limit_text(max_steps: int) -> str:
-    return (
-        f"I stopped after reaching the limit of {max_steps} reasoning steps without a final "
-        "answer. Please narrow the request or try again."
-    )
+class Accounting(Protocol):
+    """What a run may spend and what it spent (``kaos_agent.usage``): asked before a run
+    starts, told when it ends."""
 
+    async def admit(self, deps: RunDeps) -> int | None:
+        """The tokens this run may use (``None``: no limit). Raises a 429 ``KaosError``
+        when a budget has nothing left, before any model call."""
 
-def tool_budget_text(max_tool_calls: int) -> str:
-    return (
-        f"I stopped because this task reached its budget of {max_tool_calls} tool calls "
-        "before a final answer. Please narrow the request or try again."
-    )
-
-
-def time_budget_text(seconds: float) -> str:
-    return (
-        f"I stopped because this task reached its time budget of {seconds:g} seconds "
-        "before a final answer. Please narrow the request or try again."
-    )
-
-
-OUT_OF_TIME = "I ran out of time before reaching a final answer."
-
-
-def _shorter(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None:
-        return a if b is None else b
-    return min(a, b)
-
-
-def _new_messages(captured: Sequence[ModelMessage], prompt: str) -> list[ModelMessage]:
-    """The messages this run added: from the last request that carries ``prompt``."""
-    for i in range(len(captured) - 1, -1, -1):
-        message = captured[i]
-        if isinstance(message, ModelRequest) and any(
-            isinstance(p, UserPromptPart) and p.content == prompt for p in message.parts
-        ):
-            return list(captured[i:])
-    return list(captured)
+    async def record(self, deps: RunDeps, entry: str, usage: TokenUsage) -> None:
+        """The tokens a finished run used (never raises)."""
 
 
 class AgentRuntime:
@@ -176,6 +175,8 @@ class AgentRuntime:
         max_steps: int,
         budget: RunBudget | None = None,
         one_request: OneRequest | None = None,
+        accounting: Accounting | None = None,
+        gated: bool = False,
     ) -> None:
         self.agent = agent
         self.memory = memory
@@ -184,20 +185,40 @@ class AgentRuntime:
         self.budget = budget or RunBudget()
         # Set when a run is one model request (the agent offers no tools, nothing traces).
         self.one_request = one_request
+        self.accounting = accounting
+        # With approval gates a run may end waiting for a decision instead of answering.
+        self._output: Any = [str, DeferredToolRequests] if gated else None
+        self.on_pause: OnPause | None = None
 
-    def _limits(self, steps_cap: int) -> UsageLimits:
-        return UsageLimits(request_limit=steps_cap, tool_calls_limit=self.budget.max_tool_calls)
+    def _limits(self, steps_cap: int, tokens: int | None = None) -> UsageLimits:
+        return UsageLimits(
+            request_limit=steps_cap,
+            tool_calls_limit=self.budget.max_tool_calls,
+            total_tokens_limit=tokens,
+        )
+
+    async def _admit(self, deps: RunDeps) -> int | None:
+        return None if self.accounting is None else await self.accounting.admit(deps)
+
+    async def _record(self, deps: RunDeps, entry: str, usage: TokenUsage) -> None:
+        if self.accounting is not None:
+            await self.accounting.record(deps, entry, usage)
 
     def _stopped(
-        self, exc: UsageLimitExceeded | TimeoutError, steps_cap: int, deadline: float | None
+        self,
+        exc: UsageLimitExceeded | TimeoutError,
+        steps_cap: int,
+        deadline: float | None,
+        tokens: int | None = None,
     ) -> tuple[str, str]:
         """The outcome label and the final answer of a run a limit ended."""
         budget = self.budget
         if isinstance(exc, UsageLimitExceeded):
-            # pydantic-ai names the limit it enforced in the message; only the tool-call
-            # limit mentions tool calls.
+            # pydantic-ai names the limit it enforced in the message.
             if budget.max_tool_calls is not None and "tool_calls_limit" in str(exc):
                 return "tool_budget", tool_budget_text(budget.max_tool_calls)
+            if tokens is not None and "tokens_limit" in str(exc):
+                return "token_budget", token_budget_text(tokens)
             return "step_limit", step_limit_text(steps_cap)
         if budget.max_wall_seconds is not None and deadline == budget.max_wall_seconds:
             return "time_budget", time_budget_text(budget.max_wall_seconds)
@@ -223,6 +244,7 @@ class AgentRuntime:
     ) -> RunOutcome:
         started = time.perf_counter()
         steps_cap = max_steps or self.max_steps
+        tokens = await self._admit(deps)
         resume = recorder.resume if recorder is not None else None
         if resume is not None:
             history, facts, degraded = resume.history, resume.facts, False
@@ -231,7 +253,7 @@ class AgentRuntime:
             if recorder is not None:
                 recorder.begin(facts)
         outcome = "ok"
-        deadline = _shorter(timeout, self.budget.max_wall_seconds)
+        deadline = shorter(timeout, self.budget.max_wall_seconds)
         if self.one_request is not None and resume is None:
             try:
                 once = await self._once(prompt, deps, history, facts, deadline)
@@ -243,9 +265,13 @@ class AgentRuntime:
                 raise self._model_failed(entry, started, exc) from exc
             if once is not None:
                 once.memory_degraded = degraded
+                if tokens is not None and once.usage.total_tokens > tokens:
+                    outcome = "token_budget"
+                    once.text, once.finish_reason = token_budget_text(tokens), "length"
                 if once.finish_reason == "length":
                     once.turns.append(Turn(role="assistant", content=once.text))
                 self._finish(entry, outcome, started, once.steps)
+                await self._record(deps, entry, once.usage)
                 await self._remember(deps, once.turns)
                 return once
         with capture_run_messages() as captured:
@@ -256,14 +282,16 @@ class AgentRuntime:
                     message_history=history or None,
                     instructions=facts,
                     conversation_id=deps.session_id,
-                    usage_limits=self._limits(steps_cap),
+                    usage_limits=self._limits(steps_cap, tokens),
                     timeout=deadline,
                     capabilities=[recorder] if recorder is not None else None,
+                    output_type=self._output,
+                    deferred_tool_results=resume.approvals if resume is not None else None,
                 )
             except (UsageLimitExceeded, RunTimedOut) as exc:
-                outcome, text = self._stopped(exc, steps_cap, deadline)
-                new = _new_messages(captured, prompt)
-                run = RunOutcome(text, "length", steps=_count_steps(new), memory_degraded=degraded)
+                outcome, text = self._stopped(exc, steps_cap, deadline, tokens)
+                new = new_messages(captured, prompt)
+                run = RunOutcome(text, "length", steps=count_steps(new), memory_degraded=degraded)
             except (ModelAPIError, UnexpectedModelBehavior) as exc:
                 raise self._model_failed(entry, started, exc) from exc
             except AgentRunError as exc:
@@ -271,11 +299,15 @@ class AgentRuntime:
                 log.error("agent run failed", exc_info=True)
                 raise ModelUnavailable("the agent run failed") from exc
             else:
+                if isinstance(result.output, DeferredToolRequests):
+                    paused = Paused(result.output, result.all_messages(), facts)
+                    steps = result.usage.requests
+                    return await self._paused(prompt, deps, entry, started, steps, paused, recorder)
                 # A resumed run's own messages began on the replica that started it.
                 new = (
                     result.new_messages()
                     if resume is None
-                    else _new_messages(result.all_messages(), prompt)
+                    else new_messages(result.all_messages(), prompt)
                 )
                 run = RunOutcome(
                     result.output,
@@ -288,8 +320,27 @@ class AgentRuntime:
         if run.finish_reason == "length":
             run.turns.append(Turn(role="assistant", content=run.text))
         self._finish(entry, outcome, started, run.steps)
+        await self._record(deps, entry, run.usage)
         await self._remember(deps, run.turns)
         return run
+
+    async def _paused(
+        self,
+        prompt: str,
+        deps: RunDeps,
+        entry: str,
+        started: float,
+        steps: int,
+        paused: Paused,
+        recorder: StepRecorder | None,
+    ) -> RunOutcome:
+        """A run that waits for approval: nothing remembered or accounted yet (its end does
+        that, for the whole run); outside A2A its answer says where it waits."""
+        self._finish(entry, "paused", started, steps)
+        text = ""
+        if recorder is None and self.on_pause is not None:
+            text = await self.on_pause(prompt, deps, paused)
+        return RunOutcome(text, "stop" if text else "input_required", steps, paused=paused)
 
     async def _once(
         self,
@@ -327,6 +378,7 @@ class AgentRuntime:
         """
         state = state if state is not None else StreamState()
         started = time.perf_counter()
+        tokens = await self._admit(deps)
         history, facts, _ = await self._prepare(prompt, deps, client_history)
         outcome = "ok"
         steps = 0
@@ -334,7 +386,7 @@ class AgentRuntime:
         new: list[ModelMessage] = []
         stopped_text = ""
         deadline = self.budget.max_wall_seconds
-        if self.one_request is not None and deadline is None:
+        if self.one_request is not None and deadline is None and tokens is None:
             # (A wall budget is the graph's to keep: a deadline cannot span this
             # generator's yields.)
             request = self.one_request.request(prompt, history, facts, deps.session_id)
@@ -359,6 +411,7 @@ class AgentRuntime:
             if answer is not None:
                 state.usage = TokenUsage.of([answer])
                 self._finish(entry, outcome, started, 1)
+                await self._record(deps, entry, state.usage)
                 await self._remember(deps, turns_from_messages([request.prompt_message, answer]))
                 return
         async with self.agent.run_stream_events(
@@ -367,17 +420,24 @@ class AgentRuntime:
             message_history=history or None,
             instructions=facts,
             conversation_id=deps.session_id,
-            usage_limits=self._limits(self.max_steps),
+            usage_limits=self._limits(self.max_steps, tokens),
             timeout=deadline,
+            output_type=self._output,
         ) as events:
+            paused: Paused | None = None
             try:
                 async for event in events:
-                    delta = _text_delta(event)
+                    if isinstance(event, AgentRunResultEvent) and isinstance(
+                        event.result.output, DeferredToolRequests
+                    ):
+                        messages = event.result.all_messages()
+                        paused = Paused(event.result.output, messages, facts)
+                    delta = text_delta(event)
                     if delta:
                         final_text.append(delta)
                         yield delta
             except (UsageLimitExceeded, RunTimedOut) as exc:
-                outcome, stopped_text = self._stopped(exc, self.max_steps, deadline)
+                outcome, stopped_text = self._stopped(exc, self.max_steps, deadline, tokens)
                 state.finish_reason = "length"
                 note = "\n\n" + stopped_text
                 final_text.append(note)
@@ -387,6 +447,11 @@ class AgentRuntime:
                 if not final_text:
                     raise failed from exc
                 yield "\n\n[the model failed before finishing this answer]"
+                return
+            if paused is not None:
+                steps = sum(1 for m in paused.messages if isinstance(m, ModelResponse))
+                held = await self._paused(prompt, deps, entry, started, steps, paused, None)
+                yield ("\n\n" if final_text else "") + held.text
                 return
             try:
                 new = events.new_messages()
@@ -398,6 +463,7 @@ class AgentRuntime:
         if stopped_text:
             turns.append(Turn(role="assistant", content=stopped_text))
         self._finish(entry, outcome, started, steps)
+        await self._record(deps, entry, state.usage)
         await self._remember(deps, turns)
 
     async def _remember(self, deps: RunDeps, turns: list[Turn]) -> None:
@@ -419,15 +485,3 @@ class AgentRuntime:
         self.metrics.runs.labels(entry, outcome).inc()
         self.metrics.steps.inc(steps)
         self.metrics.run_latency.labels(entry).observe(time.perf_counter() - started)
-
-
-def _count_steps(messages: Sequence[ModelMessage]) -> int:
-    return sum(1 for m in messages if not isinstance(m, ModelRequest))
-
-
-def _text_delta(event: object) -> str:
-    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-        return event.part.content
-    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-        return event.delta.content_delta
-    return ""

@@ -3,11 +3,13 @@
 ``GuardedToolset`` is the one place where tool failures are turned into answers the
 model reads (pydantic-ai's ``ToolFailed``): an exception from a tool, an MCP server that
 is down at the start of a run or that dies mid-call. The run goes on and the model can
-adapt; the HTTP request that started it does not fail. It also counts tool calls.
+adapt; the HTTP request that started it does not fail. It also counts tool calls, and
+records each in the audit trail (``kaos_agent.audit``) with its outcome and duration.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import Generator
@@ -30,6 +32,7 @@ from pydantic_ai.exceptions import (
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
+from kaos_agent.audit.record import Auditor
 from kaos_agent.context import RunDeps
 from kaos_agent.metrics import AgentMetrics
 from kaos_agent.settings import ToolSettings
@@ -55,6 +58,8 @@ class GuardedToolset(WrapperToolset[RunDeps]):
 
     label_text: str = "tools"
     metrics: AgentMetrics | None = None
+    # Where each call is recorded; None: not recorded (a toolset that records its own).
+    audit: Auditor | None = None
     _available: bool = field(default=True, repr=False)
     _entered: bool = field(default=False, repr=False)
 
@@ -108,6 +113,7 @@ class GuardedToolset(WrapperToolset[RunDeps]):
         tool: ToolsetTool[RunDeps],
     ) -> Any:
         outcome = "error"
+        started = self.audit.start() if self.audit is not None else None
         try:
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
             outcome = "ok"
@@ -121,12 +127,17 @@ class GuardedToolset(WrapperToolset[RunDeps]):
         except _CONTROL_FLOW:
             outcome = "deferred"
             raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
         except Exception as exc:  # the model sees the failure and adapts
             log.warning("tool call failed", extra={"tool": name}, exc_info=True)
             raise ToolFailed(tool_failure(name, exc)) from exc
         finally:
             if self.metrics is not None:
                 self.metrics.tool_calls.labels(name, outcome).inc()
+            if self.audit is not None and started is not None:
+                await self.audit.call("tool", name, tool_args, ctx.deps, started, outcome)
 
 
 # Exceptions of the transports a tool call goes through: their text names addresses and
@@ -200,9 +211,14 @@ def token_auth(token: TokenFile) -> httpx2.Auth:
 
 
 def mcp_toolsets(
-    settings: ToolSettings, metrics: AgentMetrics, http: httpx2.AsyncClient
+    settings: ToolSettings,
+    metrics: AgentMetrics,
+    http: httpx2.AsyncClient,
+    *,
+    audit: Auditor | None = None,
 ) -> list[GuardedToolset]:
-    """One guarded MCP toolset per configured server, each on ``http``."""
+    """One guarded MCP toolset per configured server, each on ``http``, its calls recorded
+    in ``audit``."""
     if not settings.servers:
         return []
     from pydantic_ai.mcp import MCPToolset
@@ -218,5 +234,7 @@ def mcp_toolsets(
             read_timeout=timeout,
             http_client=http,
         )
-        out.append(GuardedToolset(toolset, label_text=f"mcp:{server.name}", metrics=metrics))
+        out.append(
+            GuardedToolset(toolset, label_text=f"mcp:{server.name}", metrics=metrics, audit=audit)
+        )
     return out

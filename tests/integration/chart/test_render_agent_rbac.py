@@ -14,6 +14,13 @@ from kaos_operator.settings import OperatorSettings
 from tests.fixtures.helm import CHART_DIR, Helm, find_object, kinds
 
 USERS = ("posture.securityEnabled=true", "posture.userIssuer=https://idp.example.test")
+# The ClusterRoles users are bound to, made with security on whatever userRbac says.
+USER_ROLES = {
+    "ClusterRole/kaos-agent-user",
+    "ClusterRole/kaos-agent-usage-reader",
+    "ClusterRole/kaos-agent-audit-reader",
+    "ClusterRole/kaos-agent-approver",
+}
 
 
 def _agent_objects(helm: Helm, *sets: str) -> set[str]:
@@ -38,7 +45,7 @@ def test_with_users_the_agents_ask_rbac_by_default(helm: Helm) -> None:
         "posture.tokenReviewNamespaces={team-b,team-a}",
     )
     assert {k for k in kinds(objects) if "-agent-" in k} == {
-        "ClusterRole/kaos-agent-user",
+        *USER_ROLES,
         "ClusterRole/kaos-agent-review",
         "ClusterRoleBinding/kaos-agent-review-team-a",
         "ClusterRoleBinding/kaos-agent-review-team-b",
@@ -83,7 +90,7 @@ def test_with_users_the_agents_ask_rbac_by_default(helm: Helm) -> None:
 
 def test_user_rbac_false_is_an_explicit_opt_out(helm: Helm) -> None:
     objects = helm.template(*USERS, "posture.userRbac=false", "operator.watchNamespace=team-a")
-    assert {k for k in kinds(objects) if "-agent-" in k} == {"ClusterRole/kaos-agent-user"}
+    assert {k for k in kinds(objects) if "-agent-" in k} == USER_ROLES
     assert _operator_config(objects)["KAOS_USER_RBAC"] == "false"
     assert _agent_rbac_env(objects) == {}
 
@@ -92,7 +99,7 @@ def test_without_users_user_rbac_changes_nothing(helm: Helm) -> None:
     for sets in (("posture.securityEnabled=true",),
                  ("posture.securityEnabled=true", "posture.userRbac=true")):  # fmt: skip
         objects = helm.template(*sets, "operator.watchNamespace=team-a")
-        assert {k for k in kinds(objects) if "-agent-" in k} == {"ClusterRole/kaos-agent-user"}
+        assert {k for k in kinds(objects) if "-agent-" in k} == USER_ROLES
         assert _agent_rbac_env(objects) == {}
 
 

@@ -20,6 +20,8 @@ GROUPS = {
     "agent": {
         *("list", "get", "describe", "logs", "delete", "deploy", "invoke", "chat", "tools"),
         *("grant", "revoke", "who-can"),
+        "audit",
+        *("approvals", "approve", "deny"),
     },
     "modelapi": {"list", "get", "describe", "logs", "delete", "deploy"},
     "mcp": {"list", "get", "describe", "logs", "delete", "deploy"},
@@ -49,7 +51,7 @@ def test_root_help_lists_every_group() -> None:
     proc = kaos("--help")
     assert proc.returncode == 0, proc.stderr
     assert "-n/--namespace" in proc.stdout and "--context" in proc.stdout
-    assert listed_commands(proc.stdout) == {*GROUPS, "completion", "ui"}
+    assert listed_commands(proc.stdout) == {*GROUPS, "completion", "ui", "usage"}
 
 
 @pytest.mark.parametrize("group", sorted(GROUPS))

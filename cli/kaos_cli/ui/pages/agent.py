@@ -5,13 +5,15 @@ own probe. What it shows is reconciled with the operator's conditions (``status_
 so a probe that fails on a Ready agent reads as a warning naming the probe, not as an
 error beside a green badge. A chat turn is relayed as server-sent events: ``delta``
 pieces of the answer as the agent streams them, then ``done``, or ``error`` with what
-went wrong.
+went wrong. What the agent did and what waits on a decision is read beside the card
+(``pages.agent_ops``).
 """
 
 from __future__ import annotations
 
 import secrets
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 from aiohttp import web
@@ -31,6 +33,7 @@ from kaos_cli.clients.agent import (
 from kaos_cli.kinds import AGENT, AGENT_PORT
 from kaos_cli.kubectl.aio import Cluster, ClusterError
 from kaos_cli.ui.model import Note, NotFound, status_notes, summarize
+from kaos_cli.ui.pages.agent_ops import AUDIT_SHOWN, read_ops
 from kaos_cli.ui.pages.common import (
     Forward,
     forget_forward,
@@ -43,6 +46,7 @@ from kaos_cli.ui.pages.common import (
 from kaos_cli.ui.pages.errors import missing
 from kaos_cli.ui.render.agent import EventRow, Tool
 from kaos_cli.ui.render.agent import agent_page as render_agent
+from kaos_cli.ui.render.agent_ops import ops_html
 from kaos_cli.ui.security import event_stream
 from kaos_cli.ui.state import CLUSTER, CONFIG, HTTP, MEMORY
 
@@ -132,11 +136,15 @@ async def agent_page(request: web.Request) -> web.Response:
     except ClusterError as exc:
         logs = f"(no logs: {exc.message})"
     sessions = sorted(app[MEMORY].sessions.get(ns, set()))
+    ops = await read_ops(app, obj, principal, probe_failed)
+    status = obj.get("status") or {}
+    ops_part = ops_html(quote(ns), quote(name), row.spec, status, row.endpoint, ops,
+                        principal=principal, csrf=config.csrf, audit_shown=AUDIT_SHOWN)  # fmt: skip
     return html(
         render_agent(
             row, tools=tools, tools_from=tools_from, events=agent_events, logs=logs,
             session=session, principal=principal, sessions=sessions, notes_=notes,
-            csrf=config.csrf, context=config.context,
+            csrf=config.csrf, context=config.context, ops=ops_part,
         )
     )  # fmt: skip
 

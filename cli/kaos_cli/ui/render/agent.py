@@ -1,4 +1,5 @@
-"""An agent's page: its health and conditions, the chat, its tools, events and logs."""
+"""An agent's page: its health and conditions, the chat, its tools, events and logs, and
+its operations (approvals, schedules, triggers, usage, audit: ``render.agent_ops``)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ def agent_page(
     notes_: Sequence[Note],
     csrf: str,
     context: str,
+    ops: str = "",
 ) -> str:
     ns, name = quote(row.namespace), quote(row.name)
     memory = ((row.spec.get("config") or {}).get("memory") or {}).get("memoryStore")
@@ -111,7 +113,7 @@ def agent_page(
         notes(notes_)
         + f"<h1>Agent {h(row.name)} <small>{h(row.namespace)}</small></h1>"
         + f'<div class="agent-grid"><div>{facts}{chat}</div><div>{tools_html}{events_html}'
-        + f"</div></div>{logs_html}"
+        + f"</div></div>{ops}{logs_html}"
     )
     crumbs = f'<a href="/">overview</a> / agent {h(row.name)}'
     return page(f"Agent {row.name}", body, csrf=csrf, context=context, crumbs=crumbs)

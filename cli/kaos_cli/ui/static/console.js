@@ -171,7 +171,17 @@ function chat(section) {
   syncLink();
 }
 
+// A decision form posts once: a second click while the first is on its way does nothing
+// (the clicked button's own value must go with the form, so it is not disabled).
+function decisionForm(form) {
+  form.addEventListener("submit", (e) => {
+    if (form.dataset.state === "sending") e.preventDefault();
+    else form.dataset.state = "sending";
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("form.decision").forEach(decisionForm);
   document.querySelectorAll("[data-events]").forEach(liveRegion);
   const section = document.getElementById("chat");
   if (section) chat(section);

@@ -35,7 +35,7 @@ from pydantic_ai.messages import (
     ToolReturn,
     ToolReturnPart,
 )
-from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.tools import DeferredToolResults, ToolDefinition
 from pydantic_core import PydanticSerializationError
 
 from kaos_agent.context import RunDeps
@@ -72,13 +72,17 @@ def encode(messages: list[ModelMessage], *, facts: str | None) -> bytes:
     return _Saved(messages=dumped, facts=facts).model_dump_json().encode()
 
 
-def decode(data: bytes) -> ResumePoint:
-    """The resume point of a checkpoint; ``ValueError`` for one that cannot be read."""
+def decode(data: bytes, *, approvals: DeferredToolResults | None = None) -> ResumePoint:
+    """The resume point of a checkpoint; ``ValueError`` for one that cannot be read. With
+    ``approvals`` (a paused run's decisions) the calls without a result are the ones
+    decided, and stay open for the run to answer them."""
     try:
         saved = _Saved.model_validate_json(data)
         messages = ModelMessagesTypeAdapter.validate_python(saved.messages)
     except ValidationError as exc:
         raise ValueError("unreadable checkpoint") from exc
+    if approvals is not None:
+        return ResumePoint(messages, facts=saved.facts, approvals=approvals)
     return ResumePoint(resume_history(messages), facts=saved.facts)
 
 

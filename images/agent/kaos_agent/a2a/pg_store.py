@@ -118,9 +118,10 @@ class PostgresTaskStore(TaskStore):
         return sql.decode(row[1])
 
     async def list_tasks(
-        self, principal: str | None, context_id: str | None, limit: int
+        self, principal: str | None, context_id: str | None, limit: int, state: int = 0
     ) -> tuple[list[pb.Task], int]:
-        where, params = sql.list_query(principal, context_id)
+        name = pb.TaskState.Name(state) if state else None
+        where, params = sql.list_query(principal, context_id, name)
         page, count = sql.list_statements(where)
         with _driver_errors("list"):
             async with self._transaction() as cur:
@@ -221,6 +222,49 @@ class PostgresTaskStore(TaskStore):
             async with self._transaction() as cur:
                 await cur.execute(sql.claim_statement("FOR UPDATE SKIP LOCKED"), params)
                 return sql.claimed(await cur.fetchall())
+
+    async def owned(self, task_id: str) -> tuple[pb.Task, str | None] | None:
+        with _driver_errors("owned"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.SELECT_ONE, (task_id,))
+                row = await cur.fetchone()
+        return None if row is None else (sql.decode(row[1]), row[0])
+
+    async def pause(
+        self, task_id: str, runner: str, change: Transition, checkpoint: bytes, decide_by: float
+    ) -> bool:
+        with _driver_errors("pause"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.SELECT_HELD + " FOR UPDATE", (task_id, runner))
+                row = await cur.fetchone()
+                params = sql.paused_params(
+                    row, task_id, change, now=self.clock(), data=checkpoint, decide_by=decide_by
+                )
+                if params is not None:
+                    await cur.execute(sql.PAUSE, params)
+        return row is not None
+
+    async def take_paused(self, task_id: str, runner: str, change: Transition) -> Claim | None:
+        with _driver_errors("take_paused"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.SELECT_PAUSED + " FOR UPDATE", (task_id,))
+                claim, params = sql.resumed(
+                    await cur.fetchone(),
+                    task_id,
+                    change,
+                    runner=runner,
+                    now=self.clock(),
+                    lease_seconds=self.lease_seconds,
+                )
+                if params is not None:
+                    await cur.execute(sql.RESUME, params)
+        return claim
+
+    async def paused_due(self, now: float, limit: int = CLAIM_LIMIT) -> list[str]:
+        with _driver_errors("paused_due"):
+            async with self._transaction() as cur:
+                await cur.execute(sql.DUE, (now, limit))
+                return [r[0] for r in await cur.fetchall()]
 
     async def expire_leases(self, limit: int = SWEEP_LIMIT) -> int:
         change = failed(resume_limit(self.max_resumes))

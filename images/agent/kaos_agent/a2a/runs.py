@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from kaos_core.errors import KaosError
@@ -84,6 +84,8 @@ class TaskRuns:
         self._background: list[asyncio.Task[None]] = []
         # Resumes the run of a task this replica claimed (the A2A server's).
         self.on_claim: Callable[[Claim], None] | None = None
+        # More upkeep on each beat while not draining (the approvals' timeouts).
+        self.upkeep: list[Callable[[], Awaitable[None]]] = []
 
     async def start(self) -> None:
         self._beating = asyncio.create_task(self._beat())
@@ -147,6 +149,9 @@ class TaskRuns:
                     extra={"task": claim.task.id, "resumes": claim.resumes},
                 )
                 self.on_claim(claim)
+        if not self.draining:
+            for work in self.upkeep:
+                await work()
         lapsed = await self.store.expire_leases()
         if lapsed:
             log.warning("failed tasks whose replica stopped", extra={"count": lapsed})

@@ -4,7 +4,9 @@ Requests and results use a2a-sdk's own protobuf types (parsed and printed with
 protobuf's JSON mapping, as the SDK's client expects), so the shapes cannot drift from
 the protocol. ``SendMessage`` runs the agent and answers the finished task, unless the
 caller asked ``returnImmediately``: then the run continues in the background and the
-task can be polled with ``GetTask`` or stopped with ``CancelTask``. Errors are JSON-RPC
+task can be polled with ``GetTask`` or stopped with ``CancelTask``. With approval gates, a
+``SendMessage`` naming a paused task (``taskId``) is a decision on it, and a run that
+calls a gated tool ends paused (``kaos_agent.a2a.decisions``). Errors are JSON-RPC
 error objects with HTTP 200, the codes of the A2A specification.
 
 Tasks live in the configured store (``kaos_agent.a2a.tasks``): with a store shared by the
@@ -62,8 +64,18 @@ from kaos_core.http.jsonrpc import (
 )
 from kaos_core.http.middleware import request_id
 from kaos_core.wire import A2A_VERSION_HEADER
+from pydantic_ai.tools import DeferredToolResults
 
 from kaos_agent.a2a.checkpoint import LeaseLost, Recorder, Save, decode
+from kaos_agent.a2a.decisions import Decisions
+from kaos_agent.a2a.rpc_errors import (
+    TASK_NOT_CANCELABLE,
+    TASK_NOT_FOUND,
+    UNSUPPORTED_OPERATION,
+    VERSION_NOT_SUPPORTED,
+    RpcError,
+)
+from kaos_agent.a2a.run_task import kaos_metadata, run_task, session_of
 from kaos_agent.a2a.runs import STOPPED, ShuttingDown, TaskRuns
 from kaos_agent.a2a.tasks import (
     Claim,
@@ -72,29 +84,17 @@ from kaos_agent.a2a.tasks import (
     canceled,
     completed,
     failed,
-    new_task,
 )
 from kaos_agent.auth import EdgeAuth
 from kaos_agent.context import RunDeps, Verified, parse_depth, run_context
 from kaos_agent.delegation import KAOS_METADATA_KEY
 from kaos_agent.runner import AgentRuntime
+from kaos_agent.task_usage import with_usage
 
 log = logging.getLogger(__name__)
 
-TASK_NOT_FOUND = -32001
-TASK_NOT_CANCELABLE = -32002
-UNSUPPORTED_OPERATION = -32004
-VERSION_NOT_SUPPORTED = -32009
-
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
-
-
-class RpcError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def _rpc_error(req_id: object, code: int, message: str) -> web.Response:
@@ -164,8 +164,7 @@ def _metadata_depth(message: pb.Message) -> object:
     """The depth a caller put in the message's ``kaos`` metadata, if any."""
     if not message.HasField("metadata"):
         return None
-    kaos = MessageToDict(message.metadata).get(KAOS_METADATA_KEY)
-    return kaos.get("delegationDepth") if isinstance(kaos, dict) else None
+    return kaos_metadata(message.metadata).get("delegationDepth")
 
 
 # Where ``A2AServer.handle`` keeps what the edge proved, for the handler's run context.
@@ -206,12 +205,19 @@ class A2AServer:
         runs: TaskRuns,
         *,
         auth: EdgeAuth | None = None,
+        approvals: Decisions | None = None,
     ) -> None:
         self.runtime = runtime
         self.tasks = tasks
         self.runs = runs
         self.auth = auth
         runs.on_claim = self._resume
+        # Approval gates (``kaos_agent.approvals``): paused runs, decided and resumed here.
+        self.approvals = approvals
+        if approvals is not None:
+            approvals.resume = self._continue
+            runtime.on_pause = approvals.pause_chat
+            runs.upkeep.append(approvals.tick)
         # Method name → (handler, speaks protocol 0.3 shapes).
         self._methods: dict[str, tuple[Handler, bool]] = {
             "SendMessage": (self._send_message, False),
@@ -290,6 +296,10 @@ class A2AServer:
         except RpcError as exc:
             return _rpc_error(req_id, exc.code, exc.message)
         except KaosError as exc:
+            if exc.status in (403, 429):
+                # A refused decision, a used-up budget: the caller's status (and Retry-After),
+                # as at the edge.
+                return _refusal(req_id, exc)
             return _rpc_error(req_id, _kaos_error_code(exc), exc.message)
         return _rpc_result(req_id, result)
 
@@ -319,8 +329,15 @@ class A2AServer:
         if not _message_text(message).strip():
             raise RpcError(INVALID_PARAMS, "the message has no text part")
         deps = _context(request, message)
-        principal = deps.principal
-        task, run = await self.start(message, deps)
+        if message.task_id and self.approvals is not None:
+            # A decision on a paused task (its run resumes), not a new task.
+            task, run = await self.approvals.decide(message, deps, request.get(_VERIFIED))
+        else:
+            accounting = self.runtime.accounting
+            if accounting is not None:
+                # A budget used up refuses the task (429, Retry-After) before it exists.
+                await accounting.admit(deps)
+            task, run = await self.start(message, deps)
         if not background:
             try:
                 await run
@@ -329,7 +346,8 @@ class A2AServer:
                 if current is not None and current.cancelling():
                     raise  # this request was cancelled (the run with it)
                 # The run was stopped (a cancel request, a shutdown): its state is stored.
-            task = await self.tasks.get(task.id, principal) or task
+            found = await self.tasks.owned(task.id)
+            task = found[0] if found is not None else task
         result = self._task_result(task, legacy)
         return result if legacy else {"task": result}
 
@@ -338,14 +356,7 @@ class A2AServer:
         task as stored, and the run (awaited by a blocking send, left to run otherwise).
         What a resumed run reads back is in the task's metadata. Raises
         ``TaskStoreUnavailable`` when the task cannot be stored: nothing runs then."""
-        meta: dict[str, object] = {
-            KAOS_METADATA_KEY: {
-                "sessionId": deps.session_id,
-                "principal": deps.principal,
-                "delegationDepth": deps.depth,
-            }
-        }
-        task = new_task(message, context_id=deps.session_id, metadata=meta)
+        task = run_task(message, deps)
         await self.tasks.create(task, principal=deps.principal, runner=self.runs.runner)
         recorder = Recorder(self._saver(task.id))
         text = _message_text(message)
@@ -360,27 +371,34 @@ class A2AServer:
     def _resume(self, claim: Claim) -> None:
         """Run a task claimed from a replica that stopped, from its last checkpoint (from its
         message when it has none)."""
+        self._continue(claim)
+
+    def _continue(
+        self, claim: Claim, approvals: DeferredToolResults | None = None
+    ) -> asyncio.Task[None]:
+        """Run a claimed task here from its checkpoint; with ``approvals``, a paused run
+        resumed with the decisions on its calls."""
         task = claim.task
-        kaos = MessageToDict(task.metadata).get(KAOS_METADATA_KEY)
-        kaos = kaos if isinstance(kaos, dict) else {}
         text = _message_text(task.history[0]) if task.history else ""
         try:
-            resume = decode(claim.checkpoint) if claim.checkpoint is not None else None
+            resume = None
+            if claim.checkpoint is not None or approvals is not None:
+                resume = decode(claim.checkpoint or b"", approvals=approvals)
             deps = RunDeps(
-                session_id=str(kaos.get("sessionId") or task.context_id),
+                session_id=session_of(task),
                 principal=claim.principal,
-                depth=parse_depth(kaos.get("delegationDepth", 0)),
+                depth=parse_depth(kaos_metadata(task.metadata).get("delegationDepth", 0)),
             )
         except (ValueError, KaosError):
             log.warning("a claimed task cannot be resumed", extra={"task": task.id})
             run = self._end(task.id, failed("the run could not be resumed from its checkpoint"))
-            self.runs.begin(task.id, run)
-            return
+            return self.runs.begin(task.id, run)
         recorder = Recorder(self._saver(task.id), resume)
-        self.runs.begin(task.id, self._run(task.id, text, deps, recorder))
+        return self.runs.begin(task.id, self._run(task.id, text, deps, recorder))
 
     async def _run(self, task_id: str, text: str, deps: RunDeps, recorder: Recorder) -> None:
         """One run; its end is written to the store before the task reads as ended."""
+        deps = deps.with_task(task_id)
         try:
             outcome = await self.runtime.run(text, deps, entry="a2a", recorder=recorder)
         except LeaseLost:
@@ -400,7 +418,10 @@ class A2AServer:
             log.exception("a2a run failed")
             await self._end(task_id, failed("internal error"))
             return
-        await self._end(task_id, completed(outcome.text))
+        if outcome.paused is not None and self.approvals is not None:
+            await self.approvals.hold(task_id, outcome.paused)  # waits for a decision
+            return
+        await self._end(task_id, with_usage(completed(outcome.text), outcome))
 
     async def _end(self, task_id: str, change: Transition) -> None:
         try:
@@ -448,7 +469,7 @@ class A2AServer:
         query = _parse(params, pb.ListTasksRequest())
         size = min(query.page_size, MAX_PAGE) if query.page_size > 0 else DEFAULT_PAGE
         page, total = await self.tasks.list_tasks(
-            _context(request).principal, query.context_id or None, size
+            _context(request).principal, query.context_id or None, size, query.status
         )
         response = pb.ListTasksResponse(tasks=page, page_size=size, total_size=total)
         return _to_dict(response)

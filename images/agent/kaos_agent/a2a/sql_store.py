@@ -31,7 +31,12 @@ LEASES = "kaos_agent_leases"
 
 def added_columns(blob: str) -> list[tuple[str, str]]:
     """Columns added after the first version of the table: (name, declaration), in order."""
-    return [("checkpoint", f"{blob}"), ("resumes", "INTEGER NOT NULL DEFAULT 0")]
+    return [
+        ("checkpoint", f"{blob}"),
+        ("resumes", "INTEGER NOT NULL DEFAULT 0"),
+        # A paused task's deadline for a decision (``kaos_agent.approvals``).
+        ("decide_by", "DOUBLE PRECISION"),
+    ]
 
 
 def schema(blob: str) -> list[str]:
@@ -102,6 +107,69 @@ CHECKPOINT = (
 )
 
 
+_PAUSED = f"'{pb.TaskState.Name(pb.TASK_STATE_INPUT_REQUIRED)}'"
+# A run that waits for a decision (``TaskStore.pause``): its runner still holds the task;
+# the paused task keeps its checkpoint and holds no lease (nothing runs, nothing claims it).
+SELECT_HELD = (
+    f"SELECT principal, task FROM {TASKS} WHERE id = %s AND runner = %s AND lease_until IS NOT NULL"
+)
+PAUSE = (
+    f"UPDATE {TASKS} SET state = %s, updated_at = %s, task = %s, checkpoint = %s,"
+    " decide_by = %s, lease_until = NULL WHERE id = %s"
+)
+# A decision taken (``TaskStore.take_paused``): the paused task, its checkpoint...
+SELECT_PAUSED = (
+    f"SELECT principal, task, checkpoint, resumes FROM {TASKS} WHERE id = %s AND state = {_PAUSED}"
+)
+# ...and its run resumed by ``runner``, under a new lease.
+RESUME = (
+    f"UPDATE {TASKS} SET state = %s, updated_at = %s, task = %s, runner = %s,"
+    " lease_until = %s, decide_by = NULL WHERE id = %s"
+)
+# Paused tasks whose decision is due (the timeout's).
+DUE = (
+    f"SELECT id FROM {TASKS} WHERE state = {_PAUSED} AND decide_by < %s ORDER BY decide_by LIMIT %s"
+)
+
+
+def paused_params(
+    row: Sequence[Any] | None,
+    task_id: str,
+    change: Transition,
+    *,
+    now: float,
+    data: bytes,
+    decide_by: float,
+) -> tuple[object, ...] | None:
+    """``PAUSE``'s parameters for a ``SELECT_HELD`` row (None: not held, or no change)."""
+    if row is None:
+        return None
+    task = decode(row[1])
+    if not change(task):
+        return None
+    return (state_name(task), now, encode(task), data, decide_by, task_id)
+
+
+def resumed(
+    row: Sequence[Any] | None,
+    task_id: str,
+    change: Transition,
+    *,
+    runner: str,
+    now: float,
+    lease_seconds: float,
+) -> tuple[Claim | None, tuple[object, ...] | None]:
+    """The claim of a ``SELECT_PAUSED`` row after ``change``, and ``RESUME``'s parameters."""
+    if row is None:
+        return None, None
+    task = decode(row[1])
+    if not change(task):
+        return None, None
+    checkpoint = bytes(row[2]) if row[2] is not None else None
+    claim = Claim(task=task, principal=row[0], checkpoint=checkpoint, resumes=int(row[3]))
+    return claim, (state_name(task), now, encode(task), runner, now + lease_seconds, task_id)
+
+
 def claim_statement(lock: str = "") -> str:
     """Take over tasks whose lease lapsed and that may be resumed again (``lock``: how the
     candidates are locked, PostgreSQL's ``FOR UPDATE SKIP LOCKED``). Parameters: runner,
@@ -146,13 +214,18 @@ TAKE_LEASE = (
 )
 
 
-def list_query(principal: str | None, context_id: str | None) -> tuple[str, list[object]]:
+def list_query(
+    principal: str | None, context_id: str | None, state: str | None = None
+) -> tuple[str, list[object]]:
     """The WHERE clause of a list (without the keyword) and its parameters."""
     where = [VISIBLE] if principal is not None else [ANONYMOUS]
     params: list[object] = [principal] if principal is not None else []
     if context_id:
         where.append("context_id = %s")
         params.append(context_id)
+    if state:
+        where.append("state = %s")
+        params.append(state)
     return " AND ".join(where), params
 
 

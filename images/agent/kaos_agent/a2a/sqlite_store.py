@@ -91,9 +91,10 @@ class SqliteTaskStore(TaskStore):
         return sql.decode(data) if visible(owner, principal) else None
 
     async def list_tasks(
-        self, principal: str | None, context_id: str | None, limit: int
+        self, principal: str | None, context_id: str | None, limit: int, state: int = 0
     ) -> tuple[list[pb.Task], int]:
-        where, params = sql.list_query(principal, context_id)
+        name = pb.TaskState.Name(state) if state else None
+        where, params = sql.list_query(principal, context_id, name)
         page, count = (sql.qmark(s) for s in sql.list_statements(where))
 
         def work(db: sqlite3.Connection) -> tuple[list[pb.Task], int]:
@@ -186,6 +187,51 @@ class SqliteTaskStore(TaskStore):
         def work(db: sqlite3.Connection) -> list[Claim]:
             with _transaction(db, immediate=True):
                 return sql.claimed(db.execute(statement, params).fetchall())
+
+        return await self._run(work)
+
+    async def owned(self, task_id: str) -> tuple[pb.Task, str | None] | None:
+        row = await self._run(_one, sql.qmark(sql.SELECT_ONE), (task_id,))
+        if row is None:
+            return None
+        owner, data = cast("tuple[str | None, bytes]", row)
+        return sql.decode(data), owner
+
+    async def pause(
+        self, task_id: str, runner: str, change: Transition, checkpoint: bytes, decide_by: float
+    ) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            with _transaction(db, immediate=True):
+                row = db.execute(sql.qmark(sql.SELECT_HELD), (task_id, runner)).fetchone()
+                params = sql.paused_params(
+                    row, task_id, change, now=self.clock(), data=checkpoint, decide_by=decide_by
+                )
+                if params is not None:
+                    db.execute(sql.qmark(sql.PAUSE), params)
+                return row is not None
+
+        return await self._run(work)
+
+    async def take_paused(self, task_id: str, runner: str, change: Transition) -> Claim | None:
+        def work(db: sqlite3.Connection) -> Claim | None:
+            with _transaction(db, immediate=True):
+                claim, params = sql.resumed(
+                    db.execute(sql.qmark(sql.SELECT_PAUSED), (task_id,)).fetchone(),
+                    task_id,
+                    change,
+                    runner=runner,
+                    now=self.clock(),
+                    lease_seconds=self.lease_seconds,
+                )
+                if params is not None:
+                    db.execute(sql.qmark(sql.RESUME), params)
+                return claim
+
+        return await self._run(work)
+
+    async def paused_due(self, now: float, limit: int = CLAIM_LIMIT) -> list[str]:
+        def work(db: sqlite3.Connection) -> list[str]:
+            return [r[0] for r in db.execute(sql.qmark(sql.DUE), (now, limit)).fetchall()]
 
         return await self._run(work)
 

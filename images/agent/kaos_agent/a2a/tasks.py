@@ -205,10 +205,10 @@ class TaskStore(abc.ABC):
 
     @abc.abstractmethod
     async def list_tasks(
-        self, principal: str | None, context_id: str | None, limit: int
+        self, principal: str | None, context_id: str | None, limit: int, state: int = 0
     ) -> tuple[list[pb.Task], int]:
-        """The newest ``limit`` tasks visible to ``principal`` (of one context, if given),
-        and how many there are in all."""
+        """The newest ``limit`` tasks visible to ``principal`` (of one context, in one
+        state, if given), and how many there are in all."""
 
     @abc.abstractmethod
     async def finish(self, task_id: str, change: Transition) -> pb.Task | None:
@@ -245,6 +245,30 @@ class TaskStore(abc.ABC):
         return 0
 
     @abc.abstractmethod
+    async def owned(self, task_id: str) -> tuple[pb.Task, str | None] | None:
+        """The task and its owner, whoever asks (``None``: no such task): for the checks
+        that are not the owner's alone (an approval's, ``kaos_agent.approvals``)."""
+
+    @abc.abstractmethod
+    async def pause(
+        self, task_id: str, runner: str, change: Transition, checkpoint: bytes, decide_by: float
+    ) -> bool:
+        """End ``runner``'s run of the task without ending the task: apply ``change`` (to
+        ``input-required``), keep ``checkpoint`` to resume from, and drop the lease (nothing
+        runs and nothing claims it) until a decision, due by ``decide_by``; whether
+        ``runner`` still held it."""
+
+    @abc.abstractmethod
+    async def take_paused(self, task_id: str, runner: str, change: Transition) -> Claim | None:
+        """Atomically make ``runner`` the runner of the paused task under a new lease,
+        applying ``change`` (the decision); the claim to resume from (``None``: the task is
+        not paused, or was taken by another decision first)."""
+
+    @abc.abstractmethod
+    async def paused_due(self, now: float, limit: int = CLAIM_LIMIT) -> list[str]:
+        """Paused tasks whose decision was due before ``now``, the longest overdue first."""
+
+    @abc.abstractmethod
     async def expire_leases(self, limit: int = SWEEP_LIMIT) -> int:
         """Fail working tasks whose lease lapsed and that are not claimed instead (those
         resumed ``MAX_RESUMES`` times; in memory, all); how many."""
@@ -274,6 +298,8 @@ class _Row:
     lease_until: float | None
     updated_at: float
     cancel_requested: bool = False
+    checkpoint: bytes | None = None
+    decide_by: float | None = None
 
 
 class MemoryTaskStore(TaskStore):
@@ -305,13 +331,14 @@ class MemoryTaskStore(TaskStore):
         return _copy(row.task)
 
     async def list_tasks(
-        self, principal: str | None, context_id: str | None, limit: int
+        self, principal: str | None, context_id: str | None, limit: int, state: int = 0
     ) -> tuple[list[pb.Task], int]:
         rows = [
             r
             for r in reversed(self._rows.values())
             if visible(r.principal, principal)
             and (not context_id or r.task.context_id == context_id)
+            and (not state or r.task.status.state == state)
         ]
         return [_copy(r.task) for r in rows[:limit]], len(rows)
 
@@ -349,6 +376,42 @@ class MemoryTaskStore(TaskStore):
         # One process: nothing resumes from it, so only the ownership is answered.
         row = self._rows.get(task_id)
         return row is not None and row.runner == runner and row.lease_until is not None
+
+    async def owned(self, task_id: str) -> tuple[pb.Task, str | None] | None:
+        row = self._rows.get(task_id)
+        return None if row is None else (_copy(row.task), row.principal)
+
+    async def pause(
+        self, task_id: str, runner: str, change: Transition, checkpoint: bytes, decide_by: float
+    ) -> bool:
+        row = self._rows.get(task_id)
+        if row is None or row.runner != runner or row.lease_until is None:
+            return False
+        if change(row.task):
+            row.checkpoint, row.decide_by = checkpoint, decide_by
+            row.updated_at, row.lease_until = self.clock(), None
+        return True
+
+    async def take_paused(self, task_id: str, runner: str, change: Transition) -> Claim | None:
+        row = self._rows.get(task_id)
+        if row is None or row.task.status.state != pb.TASK_STATE_INPUT_REQUIRED:
+            return None
+        if not change(row.task):
+            return None
+        now = self.clock()
+        row.runner, row.lease_until, row.updated_at = runner, now + self.lease_seconds, now
+        row.decide_by = None
+        return Claim(_copy(row.task), row.principal, row.checkpoint, 0)
+
+    async def paused_due(self, now: float, limit: int = CLAIM_LIMIT) -> list[str]:
+        due = [
+            (row.decide_by, task_id)
+            for task_id, row in self._rows.items()
+            if row.task.status.state == pb.TASK_STATE_INPUT_REQUIRED
+            and row.decide_by is not None
+            and row.decide_by < now
+        ]
+        return [task_id for _, task_id in sorted(due)[:limit]]
 
     async def expire_leases(self, limit: int = SWEEP_LIMIT) -> int:
         now, change, count = self.clock(), failed(LAPSED_LEASE), 0

@@ -3,7 +3,10 @@ each; the MCP runtime's are ``kaos_agent.mcp_runtime.settings``."""
 
 from __future__ import annotations
 
+from kaos_agent.settings.approvals import ApprovalPolicy, ApprovalSettings
+from kaos_agent.settings.audit import AuditSettings
 from kaos_agent.settings.autonomous import AutonomousMode, AutonomousSettings
+from kaos_agent.settings.budgets import TokenBudgets
 from kaos_agent.settings.identity import AgentIdentity, AgentServer
 from kaos_agent.settings.memory import AgentMemorySettings, MemoryTools, MemoryType
 from kaos_agent.settings.model import ModelSettings, ModelTools, Sampling
@@ -18,6 +21,9 @@ __all__ = [
     "AgentMemorySettings",
     "AgentServer",
     "AgentSettings",
+    "ApprovalPolicy",
+    "ApprovalSettings",
+    "AuditSettings",
     "AutonomousMode",
     "AutonomousSettings",
     "DelegationSettings",
@@ -30,6 +36,7 @@ __all__ = [
     "Sampling",
     "TaskStoreSettings",
     "TaskStoreType",
+    "TokenBudgets",
     "ToolSettings",
     "Trigger",
     "TriggerSettings",

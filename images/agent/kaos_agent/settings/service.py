@@ -23,7 +23,10 @@ from kaos_core.settings.auth import VerifiedIdentity
 from kaos_core.telemetry.settings import TelemetrySettings
 
 from kaos_agent.settings.access import UserRbac
+from kaos_agent.settings.approvals import ApprovalSettings
+from kaos_agent.settings.audit import AuditSettings
 from kaos_agent.settings.autonomous import AutonomousMode, AutonomousSettings
+from kaos_agent.settings.budgets import TokenBudgets
 from kaos_agent.settings.identity import AgentIdentity, AgentServer
 from kaos_agent.settings.memory import AgentMemorySettings
 from kaos_agent.settings.model import ModelSettings
@@ -54,12 +57,15 @@ class AgentSettings(VerifiedIdentity):
     server: AgentServer = group(AgentServer.title)
     model: ModelSettings = group(ModelSettings.title)
     budget: RunBudget = group(RunBudget.title)
+    tokens: TokenBudgets = group(TokenBudgets.title)
     mcp: McpServers = group(McpServers.title)
     delegation: DelegationSettings = group(DelegationSettings.title)
     memory: AgentMemorySettings = group(AgentMemorySettings.title)
     autonomous_mode: AutonomousMode = group(AutonomousMode.title)
     task_store: TaskStoreSettings = group(TaskStoreSettings.title)
     webhooks: TriggerSettings = group(TriggerSettings.title)
+    audit: AuditSettings = group(AuditSettings.title)
+    approvals: ApprovalSettings = group(ApprovalSettings.title)
     limits: HttpLimits = group(HttpLimits.title)
     telemetry: TelemetrySettings = group(TelemetrySettings.title)
     user_rbac: UserRbac = group(UserRbac.title)
@@ -128,12 +134,15 @@ GROUPS: dict[str, str] = {
     "server": AgentServer.title,
     "model": ModelSettings.title,
     "budget": RunBudget.title,
+    "tokens": TokenBudgets.title,
     "mcp": McpServers.title,
     "delegation": DelegationSettings.title,
     "memory": AgentMemorySettings.title,
     "autonomous_mode": AutonomousMode.title,
     "task_store": TaskStoreSettings.title,
     "webhooks": TriggerSettings.title,
+    "audit": AuditSettings.title,
+    "approvals": ApprovalSettings.title,
     "callers": "Verified agent identity (delegation)",
     "users": "Verified user identity",
     "user_rbac": UserRbac.title,

@@ -19,6 +19,9 @@ from kaos_core.memory.contract import scope_rank
 from kaos_core.wire import agent_identity
 
 from kaos_operator.desired import (
+    agent_approvals,
+    agent_audit,
+    agent_budgets,
     agent_scaling,
     agent_schedules,
     agent_tasks,
@@ -225,6 +228,9 @@ def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
     if cfg.autonomous is not None:
         env[names.AUTONOMOUS_GOAL] = cfg.autonomous.goal
         env[names.AUTONOMOUS_INTERVAL_SECONDS] = str(cfg.autonomous.interval_seconds)
+    env.update(agent_approvals.approvals_env(agent))
+    env.update(agent_audit.audit_env(agent))
+    env.update(agent_budgets.budgets_env(agent))
     env.update(telemetry_env(agent, spec.telemetry, ctx.telemetry))
     return env
 
