@@ -31,6 +31,8 @@ CLIENTS = 2
 PAUSE_SECONDS = 0.5
 TIMEOUT = aiohttp.ClientTimeout(total=60)
 ATTEMPTS = 10
+# GetTask polls of a task a send answered still working (0.2 s apart).
+FOLLOW_POLLS = 300
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Report:
     chats: dict[str, str] = field(default_factory=dict)  # session -> marker, answered
     tasks: int = 0  # A2A tasks completed
     retried: int = 0
+    followed: int = 0  # A2A tasks answered still working, followed to their end
     failures: list[str] = field(default_factory=list)
 
 
@@ -124,13 +127,33 @@ async def _tasks(
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
         headers = {"X-Principal": f"upgrader-{run}", "A2A-Version": "1.0"}
         status, answer, text = await _send(http, f"{url}/", body, headers, report)
-        state = ((answer or {}).get("result") or {}).get("task", {}).get("status", {}).get("state")
-        if status == 200 and state == "TASK_STATE_COMPLETED":
+        task = ((answer or {}).get("result") or {}).get("task") or {}
+        # A blocking send may answer a task still working (its run handed over to another
+        # replica as the pod stopped): a client follows it with GetTask, as here.
+        follow = 0
+        while status == 200 and _state(task) in ("TASK_STATE_WORKING", "TASK_STATE_SUBMITTED"):
+            follow += 1
+            if follow > FOLLOW_POLLS:
+                break
+            await asyncio.sleep(0.2)
+            get = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}}
+            status, answer, text = await _send(http, f"{url}/", get, headers, report)
+            task = ((answer or {}).get("result") or {}) if answer is not None else {}
+        if follow:
+            report.followed += 1
+        if status == 200 and _state(task) == "TASK_STATE_COMPLETED":
             report.tasks += 1
-        else:
-            report.failures.append(
-                f"task {marker}: {status} {json.dumps(answer)[:300] if answer else text}"
+        elif status == 200 and task:
+            said = " ".join(
+                p.get("text", "") for p in task["status"].get("message", {}).get("parts", [])
             )
+            report.failures.append(f"task {marker}: {_state(task)}: {said[:300]}")
+        else:
+            report.failures.append(f"task {marker}: {_said(status, answer, text)}")
+
+
+def _state(task: dict[str, Any]) -> str:
+    return str((task.get("status") or {}).get("state", ""))
 
 
 async def _main(url: str, agent: str, run: str) -> Report:

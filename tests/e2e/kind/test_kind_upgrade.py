@@ -152,7 +152,8 @@ def test_helm_upgrade_under_traffic_fails_no_request_and_loses_no_write(
         report = json.loads(report_line.strip().splitlines()[-1])
         print(
             f"\nupgrade under traffic: {len(report['chats'])} chat turns and {report['tasks']}"
-            f" A2A tasks answered, {report['retried']} sends refused and sent again,"
+            f" A2A tasks answered ({report['followed']} answered still working and followed),"
+            f" {report['retried']} sends refused and sent again,"
             f" {len(report['failures'])} failed"
         )
         assert report["failures"] == []
