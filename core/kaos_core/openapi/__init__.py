@@ -106,6 +106,24 @@ class Query:
 
 
 @dataclass(frozen=True)
+class PathParam:
+    """A ``{name}`` segment of an operation's path; ``schema`` is its value's JSON schema."""
+
+    name: str
+    description: str
+    schema: Schema
+
+    def parameter(self) -> Schema:
+        return {
+            "name": self.name,
+            "in": "path",
+            "required": True,
+            "description": self.description,
+            "schema": self.schema,
+        }
+
+
+@dataclass(frozen=True)
 class Reply:
     """One documented status of an operation.
 
@@ -131,6 +149,7 @@ class Operation:
     # A body that is not one JSON model (a file): media type -> raw schema. Not with ``body``.
     raw_body: Mapping[str, Schema] = field(default_factory=dict)
     query: Sequence[Query] = ()
+    path_params: Sequence[PathParam] = ()
     # Named request bodies: documentation, and the cases of schemathesis's examples phase.
     body_examples: Mapping[str, object] = field(default_factory=dict)
     # Models the document names (e.g. in a ``contentSchema``) that no reply uses directly.
@@ -171,8 +190,8 @@ def build_document(
             "description": op.description,
             "tags": list(op.tags),
         }
-        if op.headers or op.query:
-            params: list[Header | Query] = [*op.headers, *op.query]
+        if op.path_params or op.headers or op.query:
+            params: list[PathParam | Header | Query] = [*op.path_params, *op.headers, *op.query]
             entry["parameters"] = [p.parameter() for p in params]
         if op.body is not None:
             media: Schema = {"schema": refs[(op.body, "validation")]}
@@ -259,6 +278,13 @@ REQUEST_ID_ECHO = Header(
 )
 
 
+RETRY_AFTER = Header(
+    "Retry-After",
+    "Seconds to wait before sending again.",
+    {"type": "string", "pattern": "^[0-9]+$"},
+)
+
+
 def principal_header(description: str) -> Header:
     return Header(PRINCIPAL_HEADER, description, SUBJECT_SCHEMA)
 
@@ -280,8 +306,8 @@ class ReadinessResponse(BaseModel):
     checks: dict[str, str]
 
 
-def error_reply(description: str) -> Reply:
-    return Reply(description, {JSON: contract.ErrorResponse}, (REQUEST_ID_ECHO,))
+def error_reply(description: str, *headers: Header) -> Reply:
+    return Reply(description, {JSON: contract.ErrorResponse}, (REQUEST_ID_ECHO, *headers))
 
 
 def probe_operations(service: str) -> list[Operation]:

@@ -23,6 +23,7 @@ from kaos_agent.chat import ChatRequest
 from kaos_agent.context import MAX_DEPTH_VALUE
 from kaos_agent.load import LOAD_PATH, AgentLoad
 from kaos_agent.tool_listing import ToolList
+from kaos_agent.triggers.openapi import trigger_operation
 from kaos_agent.usage.openapi import usage_operations
 
 AGENT_API_VERSION = "1.0.0"
@@ -252,6 +253,11 @@ def _chat_replies() -> dict[int, Reply]:
             "`unsupported_media_type`: the content type is not `application/json`; "
             "`unsupported_encoding`: a `Content-Encoding` was sent."
         ),
+        429: err(
+            "`budget_exhausted`: a token budget of `spec.budgets` has nothing left today "
+            "(UTC); no model was called.",
+            openapi.RETRY_AFTER,
+        ),
         500: err(
             "`memory_write_failed` (the answer's memory write failed under `failureMode: "
             "strict`), `internal_error`."
@@ -362,8 +368,10 @@ def agent_operations() -> list[Operation]:
             "`message/send`, `tasks/get`, `tasks/cancel`. Streaming, push notification and "
             "extended-card methods answer the unsupported-operation error (-32004). Every "
             "answer is a JSON-RPC response; it comes with HTTP 200 except for a refused "
-            "caller (401, 403), a body that did not arrive or is too large (408, 413) and "
-            "an unreachable token issuer (503), which carry the error object with that "
+            "caller (401, 403, also a decision on a paused task by someone not allowed to "
+            "take it), a body that did not arrive or is too large (408, 413), a token budget "
+            "used up (429, with `Retry-After`; no task is made) and an unreachable token "
+            "issuer or a stopping replica (503), which carry the error object with that "
             "status.",
             a2a,
             {
@@ -374,12 +382,17 @@ def agent_operations() -> list[Operation]:
                     )
                     for status, why in (
                         (401, "a delegation without a valid agent token"),
-                        (403, "a calling agent that is not allowed"),
+                        (403, "a calling agent, or a decider, that is not allowed"),
                         (408, "the body did not arrive in time"),
                         (413, "the body is too large"),
-                        (503, "the token issuer is unreachable"),
+                        (503, "the token issuer is unreachable, or the replica is stopping"),
                     )
                 },
+                429: Reply(
+                    "A JSON-RPC error (a token budget used up: `budget_exhausted`).",
+                    {JSON: JsonRpcResponse},
+                    (REQUEST_ID_ECHO, openapi.RETRY_AFTER),
+                ),
             },
             [
                 AGENT_TOKEN,
@@ -426,6 +439,7 @@ def agent_operations() -> list[Operation]:
             {200: Reply("The load.", {JSON: AgentLoad}, (REQUEST_ID_ECHO,))},
         ),
         *usage_operations(),
+        trigger_operation(),
         *openapi.probe_operations("agent"),
     ]
 
@@ -446,6 +460,7 @@ def agent_document() -> openapi.Schema:
             "chat": "OpenAI-compatible endpoints.",
             "a2a": "Agent-to-agent protocol and the agent card.",
             "operations": "Probes and metrics.",
+            "triggers": "Signed webhook deliveries that start A2A tasks.",
         },
     )
 
