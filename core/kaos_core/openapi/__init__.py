@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, models_json_schema
@@ -94,33 +94,25 @@ class Query:
     name: str
     description: str
     schema: Schema
+    where: ClassVar[str] = "query"
+    required: ClassVar[bool] = False
 
     def parameter(self) -> Schema:
         return {
             "name": self.name,
-            "in": "query",
-            "required": False,
+            "in": self.where,
+            "required": self.required,
             "description": self.description,
             "schema": self.schema,
         }
 
 
 @dataclass(frozen=True)
-class PathParam:
-    """A ``{name}`` segment of an operation's path; ``schema`` is its value's JSON schema."""
+class PathParam(Query):
+    """A ``{name}`` segment of an operation's path (always given)."""
 
-    name: str
-    description: str
-    schema: Schema
-
-    def parameter(self) -> Schema:
-        return {
-            "name": self.name,
-            "in": "path",
-            "required": True,
-            "description": self.description,
-            "schema": self.schema,
-        }
+    where: ClassVar[str] = "path"
+    required: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)

@@ -254,3 +254,30 @@ def wait_ready(kind: KindDeployment, agent: str, timeout: float) -> None:
         raise AssertionError(
             f"agent {agent} not Ready after {timeout:g}s\nconditions: {conditions}\npods: {states}"
         ) from None
+
+
+# The chart's development PostgreSQL, whose connection Secret the suite's namespace holds.
+EXTERNAL_TASK_STORE = {
+    "type": "external",
+    "connectionSecret": {"name": "kaos-pgvector-connection", "key": "dsn"},
+}
+
+
+def python_tools(name: str, source: str) -> dict[str, Any]:
+    """An MCPServer running ``source``'s functions as tools (the python-string runtime)."""
+    return {
+        "apiVersion": "kaos.tools/v1alpha1",
+        "kind": "MCPServer",
+        "metadata": {"name": name},
+        "spec": {"runtime": "python-string", "params": source},
+    }
+
+
+def devmodel_agent(name: str, **spec: Any) -> dict[str, Any]:
+    """An Agent on the development model, with ``spec``'s fields beside its model's."""
+    return {
+        "apiVersion": "kaos.tools/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": name},
+        "spec": {"modelAPI": "devmodel-api", "model": "openai/devmodel", **spec},
+    }

@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.kind.helpers import AGENT_PORT, KindDeployment, token, wait_ready
+from tests.e2e.kind.helpers import (
+    AGENT_PORT,
+    EXTERNAL_TASK_STORE,
+    KindDeployment,
+    devmodel_agent,
+    python_tools,
+    token,
+    wait_ready,
+)
 from tests.support.cluster import wait_until
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(900)]
@@ -35,25 +43,14 @@ def charge(label: str) -> str:
 
 def _objects(run: str) -> tuple[str, str, list[dict[str, Any]]]:
     tools, agent = f"pay-{run}", f"gated-{run}"
-    mcp = {
-        "apiVersion": "kaos.tools/v1alpha1",
-        "kind": "MCPServer",
-        "metadata": {"name": tools},
-        "spec": {"runtime": "python-string", "params": TOOLS},
-    }
-    spec = {
-        "modelAPI": "devmodel-api",
-        "model": "openai/devmodel",
-        "mcpServers": [tools],
-        "replicas": 2,
-        "taskStore": {
-            "type": "external",
-            "connectionSecret": {"name": "kaos-pgvector-connection", "key": "dsn"},
-        },
-        "approvals": {"rules": [{"mcpServer": tools, "tools": ["charge"]}]},
-    }
-    return tools, agent, [mcp, {"apiVersion": "kaos.tools/v1alpha1", "kind": "Agent",
-                                "metadata": {"name": agent}, "spec": spec}]  # fmt: skip
+    obj = devmodel_agent(
+        agent,
+        mcpServers=[tools],
+        replicas=2,
+        taskStore=EXTERNAL_TASK_STORE,
+        approvals={"rules": [{"mcpServer": tools, "tools": ["charge"]}]},
+    )
+    return tools, agent, [python_tools(tools, TOOLS), obj]
 
 
 def _rpc(url: str, principal: str, method: str, params: dict[str, Any]) -> tuple[int, Any]:

@@ -29,7 +29,13 @@ from typing import Any
 import pytest
 from kaos_agent.a2a.checkpoint import INTERRUPTED
 
-from tests.e2e.kind.helpers import KindDeployment, wait_ready
+from tests.e2e.kind.helpers import (
+    EXTERNAL_TASK_STORE,
+    KindDeployment,
+    devmodel_agent,
+    python_tools,
+    wait_ready,
+)
 from tests.support.a2a_load import label_of
 from tests.support.cluster import wait_until
 from tests.support.procs import REPO_ROOT
@@ -71,32 +77,16 @@ def _get(kind: KindDeployment, *args: str) -> dict[str, Any]:
 
 def _objects(run: str) -> tuple[str, str, list[dict[str, Any]]]:
     tools, agent = f"tick-{run}", f"replicas-{run}"
-    mcp = {
-        "apiVersion": "kaos.tools/v1alpha1",
-        "kind": "MCPServer",
-        "metadata": {"name": tools},
-        "spec": {"runtime": "python-string", "params": TOOLS},
-    }
-    spec = {
-        "modelAPI": "devmodel-api",
-        "model": "openai/devmodel",
-        "mcpServers": [tools],
-        "replicas": 3,
-        "taskStore": {
-            "type": "external",
-            "connectionSecret": {"name": "kaos-pgvector-connection", "key": "dsn"},
-        },
-        "config": {"reasoningLoopMaxSteps": 4},
+    obj = devmodel_agent(
+        agent,
+        mcpServers=[tools],
+        replicas=3,
+        taskStore=EXTERNAL_TASK_STORE,
+        config={"reasoningLoopMaxSteps": 4},
         # A killed replica's tasks are claimed within seconds, not the default half minute.
-        "container": {"env": [{"name": "TASK_LEASE_SECONDS", "value": "6"}]},
-    }
-    agent_obj = {
-        "apiVersion": "kaos.tools/v1alpha1",
-        "kind": "Agent",
-        "metadata": {"name": agent},
-        "spec": spec,
-    }
-    return tools, agent, [mcp, agent_obj]
+        container={"env": [{"name": "TASK_LEASE_SECONDS", "value": "6"}]},
+    )
+    return tools, agent, [python_tools(tools, TOOLS), obj]
 
 
 def _slow(i: int) -> bool:

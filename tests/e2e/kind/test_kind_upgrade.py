@@ -25,7 +25,14 @@ from typing import Any
 import pytest
 from kaos_core.memory.client import MemoryServiceClient
 
-from tests.e2e.kind.helpers import KindDeployment, memory_of, token, wait_ready
+from tests.e2e.kind.helpers import (
+    EXTERNAL_TASK_STORE,
+    KindDeployment,
+    devmodel_agent,
+    memory_of,
+    token,
+    wait_ready,
+)
 from tests.fixtures.helm import locate_helm
 from tests.support.cluster import wait_until
 from tests.support.procs import REPO_ROOT
@@ -39,21 +46,12 @@ UPGRADE_TIMEOUT = 600.0
 
 
 def _agent(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kaos.tools/v1alpha1",
-        "kind": "Agent",
-        "metadata": {"name": name},
-        "spec": {
-            "modelAPI": "devmodel-api",
-            "model": "openai/devmodel",
-            "replicas": 2,
-            "taskStore": {
-                "type": "external",
-                "connectionSecret": {"name": "kaos-pgvector-connection", "key": "dsn"},
-            },
-            "config": {"memory": {"type": "remote", "memoryStore": STORE}},
-        },
-    }
+    return devmodel_agent(
+        name,
+        replicas=2,
+        taskStore=EXTERNAL_TASK_STORE,
+        config={"memory": {"type": "remote", "memoryStore": STORE}},
+    )
 
 
 def _images(deployment: dict[str, Any] | None) -> list[str]:
