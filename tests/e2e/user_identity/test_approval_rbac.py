@@ -24,11 +24,11 @@ import pytest
 
 from tests.e2e.user_identity.rbac import applied_agent_rbac, apply, namespace_grant
 from tests.e2e.user_identity.test_user_identity import AUDIENCE
-from tests.e2e.user_identity.world import AgentNamespace
+from tests.e2e.user_identity.world import RBAC_PREFIX, AgentNamespace
 from tests.fixtures.agent import AgentFactory, McpFactory
 from tests.fixtures.helm import Helm
 from tests.integration.agent.test_approvals import SCRIPT, TOOLS, Calls
-from tests.support.cluster import SERVICE_ACCOUNT_ISSUER, Cluster
+from tests.support.cluster import Cluster
 from tests.support.devmodel import DevModel
 from tests.support.oidc import Provider
 from tests.support.procs import ServiceProcess
@@ -36,7 +36,7 @@ from tests.support.procs import ServiceProcess
 pytestmark = pytest.mark.cluster
 
 AGENT = "payer"
-PREFIX = "oidc:"
+PREFIX = RBAC_PREFIX
 CACHE_SECONDS = 1
 # What a new binding may take to reach the API server's authorizer, beyond the cache.
 GRANT_SLACK = 15.0
@@ -84,19 +84,7 @@ def agent(
         MCP_SERVERS=f"payments:{tools.url}",
         REASONING_LOOP_MAX_STEPS=5,
         AGENT_APPROVALS=json.dumps(GATES),
-        AGENT_IDENTITY=space.identity(AGENT),
-        AGENT_AUTH_MODE="jwks",
-        AGENT_AUTH_ISSUER=SERVICE_ACCOUNT_ISSUER,
-        AGENT_AUTH_API_SERVER=space.cluster.server,
-        AGENT_AUTH_CA_FILE=space.ca_file,
-        AGENT_AUTH_TOKEN_FILE=space.token_file(AGENT, ""),
-        AGENT_CALLERS_FILE=space.callers(AGENT),
-        AGENT_USER_ISSUER=oidc_provider.issuer,
-        AGENT_USER_AUDIENCE=AUDIENCE,
-        AGENT_USER_CA_FILE=oidc_provider.ca_file,
-        AGENT_RBAC="true",
-        AGENT_RBAC_USERNAME_PREFIX=PREFIX,
-        AGENT_RBAC_CACHE_SECONDS=CACHE_SECONDS,
+        **space.verified_env(AGENT, oidc_provider, AUDIENCE, cache_seconds=CACHE_SECONDS),
     )
 
 

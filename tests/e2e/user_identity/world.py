@@ -8,7 +8,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.cluster import Cluster
+from tests.support.cluster import SERVICE_ACCOUNT_ISSUER, Cluster
+from tests.support.oidc import Provider
+
+# The username prefix the RBAC tests' claim mapping gives OIDC users.
+RBAC_PREFIX = "oidc:"
 
 
 @dataclass
@@ -46,3 +50,31 @@ class AgentNamespace:
     def ca_file(self) -> Path:
         assert self.cluster.workdir is not None, "needs the test cluster's own CA"
         return self.cluster.workdir / "pki" / "ca.crt"
+
+    def verified_env(
+        self,
+        sa: str,
+        provider: Provider,
+        audience: str,
+        *,
+        callers: tuple[str, ...] = (),
+        cache_seconds: float = 1,
+    ) -> dict[str, object]:
+        """The settings of agent ``sa`` that verifies agents (its ServiceAccount's token,
+        ``callers`` admitted) and ``provider``'s users of ``audience``, and asks RBAC about
+        each user (as ``RBAC_PREFIX``-prefixed usernames)."""
+        return {
+            "AGENT_IDENTITY": self.identity(sa),
+            "AGENT_AUTH_MODE": "jwks",
+            "AGENT_AUTH_ISSUER": SERVICE_ACCOUNT_ISSUER,
+            "AGENT_AUTH_API_SERVER": self.cluster.server,
+            "AGENT_AUTH_CA_FILE": self.ca_file,
+            "AGENT_AUTH_TOKEN_FILE": self.token_file(sa, ""),
+            "AGENT_CALLERS_FILE": self.callers(sa, *callers),
+            "AGENT_USER_ISSUER": provider.issuer,
+            "AGENT_USER_AUDIENCE": audience,
+            "AGENT_USER_CA_FILE": provider.ca_file,
+            "AGENT_RBAC": "true",
+            "AGENT_RBAC_USERNAME_PREFIX": RBAC_PREFIX,
+            "AGENT_RBAC_CACHE_SECONDS": cache_seconds,
+        }
