@@ -7,54 +7,14 @@ the timeout; a list filters by state."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 
-import pytest
 from a2a.types import a2a_pb2 as pb
-from kaos_agent.a2a.pg_store import PostgresTaskStore
-from kaos_agent.a2a.sqlite_store import SqliteTaskStore
 from kaos_agent.a2a.tasks import TaskStore, new_task
 from kaos_agent.approvals.pending import Decision, approval_of, decided, paused
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolRequests
 
-LEASE = 30.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def pair(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[tuple[TaskStore, TaskStore, Clock]]:
-    clock = Clock()
-    make: Callable[[], TaskStore]
-    if request.param == "sqlite":
-
-        def make() -> TaskStore:
-            return SqliteTaskStore(tmp_path / "tasks.db", lease_seconds=LEASE, clock=clock)
-
-    else:
-        dsn = request.getfixturevalue("pg_dsn")
-
-        def make() -> TaskStore:
-            return PostgresTaskStore(dsn, lease_seconds=LEASE, clock=clock)
-
-    one, two = make(), make()
-    await one.start()
-    await two.start()
-    try:
-        yield one, two, clock
-    finally:
-        await one.close()
-        await two.close()
+from tests.support.task_stores import LEASE, Clock
 
 
 def waiting() -> DeferredToolRequests:

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from a2a.types import a2a_pb2 as pb
 from kaos_agent.a2a.checkpoint import INTERRUPTED, decode, encode
-from kaos_agent.a2a.pg_store import PostgresTaskStore
 from kaos_agent.a2a.sqlite_store import SqliteTaskStore
 from kaos_agent.a2a.tasks import (
     MAX_RESUMES,
@@ -31,43 +29,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-LEASE = 30.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def pair(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[tuple[TaskStore, TaskStore, Clock]]:
-    """Two replicas' views of one store, on one clock."""
-    clock = Clock()
-    make: Callable[[], TaskStore]
-    if request.param == "sqlite":
-
-        def make() -> TaskStore:
-            return SqliteTaskStore(tmp_path / "tasks.db", lease_seconds=LEASE, clock=clock)
-
-    else:
-        dsn = request.getfixturevalue("pg_dsn")
-
-        def make() -> TaskStore:
-            return PostgresTaskStore(dsn, lease_seconds=LEASE, clock=clock)
-
-    one, two = make(), make()
-    await one.start()
-    await two.start()
-    try:
-        yield one, two, clock
-    finally:
-        await one.close()
-        await two.close()
+from tests.support.task_stores import LEASE, Clock
 
 
 async def created(store: TaskStore, runner: str) -> pb.Task:

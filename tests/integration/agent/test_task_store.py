@@ -29,16 +29,7 @@ from kaos_agent.a2a.tasks import (
 from kaos_agent.settings import AgentSettings
 from kaos_core.settings import SettingsError
 
-LEASE = 30.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
+from tests.support.task_stores import LEASE, Clock
 
 StoreMaker = Callable[[Clock], TaskStore]
 
