@@ -6,10 +6,13 @@ nothing else said of ``posture.userRbac`` (on by default)."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+from tests.e2e.user_identity.world import AgentNamespace
 from tests.fixtures.helm import Helm
 from tests.support.cluster import Cluster
 
@@ -87,3 +90,22 @@ def agent_grant(ns: str, agent: str, *users: str) -> list[dict[str, Any]]:
     }
     name = f"kaos-invoke-{agent}-users"
     return [role, _binding(ns, name, ("Role", f"kaos-invoke-{agent}"), *users)]
+
+
+@contextmanager
+def granted_namespace(
+    cluster: Cluster, helm: Helm, name: str, agent: str, tmp: Path, *users: str
+) -> Iterator[tuple[AgentNamespace, str]]:
+    """A fresh namespace ``<name>-<suffix>`` with the chart's agent RBAC of a release of its
+    own, ``agent``'s ServiceAccount, and ``users`` allowed to invoke its agents; deleted
+    after."""
+    suffix = uuid.uuid4().hex[:6]
+    ns, release = f"{name}-{suffix}", f"r{suffix}"
+    cluster.kubectl("create", "namespace", ns)
+    try:
+        with applied_agent_rbac(cluster, helm, release, ns) as user_role:
+            cluster.kubectl("create", "serviceaccount", agent, "-n", ns)
+            apply(cluster, [namespace_grant(ns, user_role, *users)])
+            yield AgentNamespace(cluster, ns, tmp), release
+    finally:
+        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)

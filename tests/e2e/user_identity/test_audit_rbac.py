@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
 import pytest
 
-from tests.e2e.user_identity.rbac import applied_agent_rbac, apply, namespace_grant
+from tests.e2e.user_identity.rbac import apply, granted_namespace, namespace_grant
 from tests.e2e.user_identity.test_user_identity import AUDIENCE, chat
 from tests.e2e.user_identity.world import RBAC_PREFIX, AgentNamespace
 from tests.fixtures.agent import AgentFactory, McpFactory
@@ -54,16 +53,10 @@ def world(
 ) -> Iterator[tuple[AgentNamespace, str]]:
     if k8s_cluster.workdir is None:
         pytest.skip("a cluster from KAOS_TEST_KUBECONFIG: its CA file is not here")
-    suffix = uuid.uuid4().hex[:6]
-    ns, release = f"audit-rbac-{suffix}", f"ar{suffix}"
-    k8s_cluster.kubectl("create", "namespace", ns)
-    try:
-        with applied_agent_rbac(k8s_cluster, helm, release, ns) as user_role:
-            k8s_cluster.kubectl("create", "serviceaccount", AGENT, "-n", ns)
-            apply(k8s_cluster, [namespace_grant(ns, user_role, f"{PREFIX}alice", f"{PREFIX}bob")])
-            yield AgentNamespace(k8s_cluster, ns, tmp_path_factory.mktemp("audit-rbac")), release
-    finally:
-        k8s_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    users = (f"{PREFIX}alice", f"{PREFIX}bob")
+    tmp = tmp_path_factory.mktemp("audit-rbac")
+    with granted_namespace(k8s_cluster, helm, "audit-rbac", AGENT, tmp, *users) as world:
+        yield world
 
 
 @pytest.fixture
