@@ -124,14 +124,21 @@ def answer_of(task: dict[str, Any]) -> str:
     return str(task["artifacts"][0]["parts"][0]["text"])
 
 
+async def paused_payment(
+    agent_factory: AgentFactory, payments: ServiceProcess, devmodel: DevModel
+) -> tuple[ServiceProcess, dict[str, Any]]:
+    """A gated agent, and alice's task paused on its call of ``charge``."""
+    agent = agent_factory("payer", **gated_env(payments))
+    devmodel.set_script(SCRIPT)
+    task = await send(agent.url, "pay the invoice")
+    assert task["status"]["state"] == PAUSED
+    return agent, task
+
+
 async def test_a_gated_call_waits_for_its_users_approval_then_runs_once(
     agent_factory: AgentFactory, payments: ServiceProcess, calls: Calls, devmodel: DevModel
 ) -> None:
-    agent = agent_factory("payer", **gated_env(payments))
-    devmodel.set_script(SCRIPT)
-
-    task = await send(agent.url, "pay the invoice")
-    assert task["status"]["state"] == PAUSED
+    agent, task = await paused_payment(agent_factory, payments, devmodel)
     pending = pending_of(task)
     assert pending["state"] == "pending"
     [call] = pending["calls"]
@@ -182,10 +189,7 @@ async def test_a_gated_call_waits_for_its_users_approval_then_runs_once(
 async def test_a_denial_ends_the_run_without_the_call(
     agent_factory: AgentFactory, payments: ServiceProcess, calls: Calls, devmodel: DevModel
 ) -> None:
-    agent = agent_factory("payer", **gated_env(payments))
-    devmodel.set_script(SCRIPT)
-    task = await send(agent.url, "pay the invoice")
-    assert task["status"]["state"] == PAUSED
+    agent, task = await paused_payment(agent_factory, payments, devmodel)
 
     status, denied = await decide(
         agent.url, task["id"], "alice", decision="deny", reason="wrong card"
@@ -305,10 +309,7 @@ def kaos(*args: str) -> subprocess.CompletedProcess[str]:
 async def test_the_cli_lists_the_paused_runs_and_decides_them(
     agent_factory: AgentFactory, payments: ServiceProcess, calls: Calls, devmodel: DevModel
 ) -> None:
-    agent = agent_factory("payer", **gated_env(payments))
-    devmodel.set_script(SCRIPT)
-    task = await send(agent.url, "pay the invoice")
-    assert task["status"]["state"] == PAUSED
+    agent, task = await paused_payment(agent_factory, payments, devmodel)
     where = ["--url", agent.url]
 
     listed = await asyncio.to_thread(
