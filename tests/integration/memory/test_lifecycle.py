@@ -75,20 +75,28 @@ async def test_writes_past_the_budget_fold_once_and_extract_once(
     assert 202 in statuses
     assert slowest < 1.0, f"a write waited {slowest:.2f}s: it must never wait for the model"
 
-    wait_sync(lambda: settled(server) and len(folded_turns(server)) == 8, timeout=120)
+    # A write that finds the session's lock held leaves its fold to the background job,
+    # which may then fold three turns at once: the newest turn may stay unfolded, under the
+    # trigger (one turn is; two are not).
+    wait_sync(
+        lambda: settled(server) and len(folded_turns(server)) >= 7,
+        timeout=120,
+        what="every fold settled, at most the newest turn unfolded",
+    )
     folds = server.db.folds()
     turns = server.db.turns()
+    folded = [t for t in turns if t["folded_by"] is not None]
+    unfolded = [t["seq"] for t in turns if t["folded_by"] is None]
+    assert unfolded in ([], [max(t["seq"] for t in turns)]), unfolded
     for fold in folds:
         covered = [t for t in turns if t["folded_by"] == fold["id"]]
         assert len(covered) == fold["turns"]
         assert [t["seq"] for t in covered] == sorted(t["seq"] for t in covered)
         assert covered[0]["seq"] == fold["first_seq"] and covered[-1]["seq"] == fold["last_seq"]
         assert fold["digest_version"] is not None
-    # The oldest turns fold first: folded seqs all precede unfolded ones.
-    assert all(t["folded_by"] is not None for t in turns)
     digests = server.db.digests()
     assert [d["version"] for d in digests] == list(range(1, len(digests) + 1))
-    assert f"{mark}turn7x" in digests[-1]["summary"]
+    assert f"{mark}turn{len(folded) - 1}x" in digests[-1]["summary"]
     assert all(f["extraction_attempts"] == 1 for f in folds), folds
     ours = [
         r["kind"]
@@ -98,7 +106,7 @@ async def test_writes_past_the_budget_fold_once_and_extract_once(
     assert ours.count("extraction") == len(folds), (ours, folds)
     assert ours.count("digest") >= len(digests)
     facts = server.db.vector_payloads()
-    expected = sorted(long_text(f"{mark}turn{i}x") for i in range(8))
+    expected = sorted(long_text(f"{mark}turn{i}x") for i in range(len(folded)))
     assert sorted(f["data"] for f in facts) == expected
 
 
