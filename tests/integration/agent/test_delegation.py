@@ -52,13 +52,18 @@ async def test_delegation_over_a2a_carries_principal_and_session(
     b = agent_factory("b")
     a = agent_factory("a", AGENT_SUB_AGENTS=f"b:{b.url}")
     devmodel.set_script(DELEGATE_SCRIPT)
-    answer = await ask(a, "please ask b", **{"X-Session-Id": "sess-9", "X-Principal": "alice"})
+    answer = await ask(
+        a,
+        "please ask b",
+        **{"X-Session-Id": "sess-9", "X-Principal": "alice", "X-Request-Id": "req-4711"},
+    )
     assert answer == "B said: Echo: remember code 4711"
     assert 'kaos_agent_delegations_total{outcome="ok",peer="b",transport="a2a"} 1.0' in (
         await metrics(a)
     )
     assert 'kaos_agent_runs_total{entry="a2a",outcome="ok"} 1.0' in await metrics(b)
-    # The task B created is alice's, in the caller's session, one delegation deep.
+    # The task B created is alice's, in the caller's session, one delegation deep, for A's
+    # request (what a run resumed from it reads back; no caller: agent tokens are off).
     async with (
         aiohttp.ClientSession() as http,
         http.post(
@@ -78,6 +83,7 @@ async def test_delegation_over_a2a_carries_principal_and_session(
         "sessionId": "sess-9",
         "principal": "alice",
         "delegationDepth": 1,
+        "requestId": "req-4711",
     }
     assert await b_saw(b, devmodel, session="sess-9", principal="alice")
     assert not await b_saw(b, devmodel, session="sess-9", principal="mallory")

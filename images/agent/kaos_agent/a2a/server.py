@@ -75,7 +75,7 @@ from kaos_agent.a2a.rpc_errors import (
     VERSION_NOT_SUPPORTED,
     RpcError,
 )
-from kaos_agent.a2a.run_task import kaos_metadata, run_task, session_of
+from kaos_agent.a2a.run_task import kaos_metadata, resumed_deps, run_task
 from kaos_agent.a2a.runs import STOPPED, ShuttingDown, TaskRuns
 from kaos_agent.a2a.tasks import (
     Claim,
@@ -86,7 +86,7 @@ from kaos_agent.a2a.tasks import (
     failed,
 )
 from kaos_agent.auth import EdgeAuth
-from kaos_agent.context import RunDeps, Verified, parse_depth, run_context
+from kaos_agent.context import RunDeps, Verified, run_context
 from kaos_agent.delegation import KAOS_METADATA_KEY
 from kaos_agent.runner import AgentRuntime
 from kaos_agent.task_usage import with_usage
@@ -384,11 +384,7 @@ class A2AServer:
             resume = None
             if claim.checkpoint is not None or approvals is not None:
                 resume = decode(claim.checkpoint or b"", approvals=approvals)
-            deps = RunDeps(
-                session_id=session_of(task),
-                principal=claim.principal,
-                depth=parse_depth(kaos_metadata(task.metadata).get("delegationDepth", 0)),
-            )
+            deps = resumed_deps(task, claim.principal)
         except (ValueError, KaosError):
             log.warning("a claimed task cannot be resumed", extra={"task": task.id})
             run = self._end(task.id, failed("the run could not be resumed from its checkpoint"))
