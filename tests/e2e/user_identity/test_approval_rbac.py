@@ -5,8 +5,9 @@ server that writes every call it receives to a file.
 The chart's agent RBAC (with its ``<release>-agent-approver`` ClusterRole) is applied to the
 test cluster; alice and bob may both talk to the agent. Checked: alice's run pauses on the
 gated call and nothing runs; bob (not the run's user, not granted) is refused with 403 and
-nothing changes; bob, once bound to the approver role, approves it and the call runs once;
-alice decides her own next run without any grant.
+nothing changes, and his listing of paused runs shows none; bob, once bound to the
+approver role, approves it and the call runs once, and lists alice's next paused run;
+alice decides that one herself without any grant.
 """
 
 from __future__ import annotations
@@ -98,6 +99,19 @@ async def send(
         return resp.status, await resp.json(content_type=None)
 
 
+async def paused_ids(agent: ServiceProcess, token: str) -> list[str]:
+    """The paused tasks ``ListTasks`` shows the token's user."""
+    params = {"status": PAUSED}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": params}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{agent.url}/", json=body, headers={"Authorization": f"Bearer {token}"}) as r,
+    ):
+        doc = await r.json(content_type=None)
+    assert r.status == 200 and "result" in doc, doc
+    return [t["id"] for t in doc["result"].get("tasks", [])]
+
+
 async def paused_run(agent: ServiceProcess, token: str) -> dict[str, Any]:
     status, doc = await send(agent, token, text="pay the invoice")
     assert status == 200, doc
@@ -131,6 +145,9 @@ async def test_another_user_decides_only_with_rbacs_approve(
     assert status == 403, refused
     assert refused["error"]["data"]["code"] == "approval_not_granted"
     assert calls() == ["quote 5"]
+    # Not an approver: bob's listing of paused runs holds only his own (none).
+    assert await paused_ids(agent, bob) == []
+    assert await paused_ids(agent, alice) == [task["id"]]
 
     apply(space.cluster, [approver_binding(space.ns, release, f"{PREFIX}bob")])
     deadline = time.monotonic() + CACHE_SECONDS + GRANT_SLACK
@@ -143,9 +160,11 @@ async def test_another_user_decides_only_with_rbacs_approve(
     assert done["artifacts"][0]["parts"][0]["text"] == "done: charged 5"
     assert done["metadata"]["kaos.dev/approval"]["decidedBy"] == "bob"
     assert calls() == ["quote 5", "charge 5"]
+    # An approver lists every user's paused runs: alice's next one shows up in bob's list.
+    waiting = await paused_run(agent, alice)
+    assert await paused_ids(agent, bob) == [waiting["id"]]
 
     # The run's own user needs no grant to decide.
-    mine = await paused_run(agent, alice)
-    status, denied = await send(agent, alice, taskId=mine["id"], decision="deny", reason="no")
+    status, denied = await send(agent, alice, taskId=waiting["id"], decision="deny", reason="no")
     assert status == 200 and denied["result"]["task"]["status"]["state"] == COMPLETED, denied
     assert calls() == ["quote 5", "charge 5", "quote 5"]

@@ -31,6 +31,9 @@ class Decisions(Protocol):
     ) -> tuple[pb.Task, asyncio.Task[None]]:
         """Take the decision ``message`` carries; the task as decided and its resumed run."""
 
+    async def approves_all(self, verified: Verified | None) -> bool:
+        """Whether the caller may decide every user's paused runs (and so list them)."""
+
     async def pause_chat(self, prompt: str, deps: RunDeps, pause: Paused) -> str:
         """Keep a chat run that paused as a task; the answer naming it."""
 

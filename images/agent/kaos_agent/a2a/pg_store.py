@@ -118,10 +118,16 @@ class PostgresTaskStore(TaskStore):
         return sql.decode(row[1])
 
     async def list_tasks(
-        self, principal: str | None, context_id: str | None, limit: int, state: int = 0
+        self,
+        principal: str | None,
+        context_id: str | None,
+        limit: int,
+        state: int = 0,
+        *,
+        every_owner: bool = False,
     ) -> tuple[list[pb.Task], int]:
         name = pb.TaskState.Name(state) if state else None
-        where, params = sql.list_query(principal, context_id, name)
+        where, params = sql.list_query(principal, context_id, name, every_owner=every_owner)
         page, count = sql.list_statements(where)
         with _driver_errors("list"):
             async with self._transaction() as cur:

@@ -464,8 +464,18 @@ class A2AServer:
     async def _list_tasks(self, request: web.Request, params: object, legacy: bool) -> object:
         query = _parse(params, pb.ListTasksRequest())
         size = min(query.page_size, MAX_PAGE) if query.page_size > 0 else DEFAULT_PAGE
+        # An approver lists every user's paused runs: the ones they may decide.
+        every_owner = (
+            query.status == pb.TASK_STATE_INPUT_REQUIRED
+            and self.approvals is not None
+            and await self.approvals.approves_all(request.get(_VERIFIED))
+        )
         page, total = await self.tasks.list_tasks(
-            _context(request).principal, query.context_id or None, size, query.status
+            _context(request).principal,
+            query.context_id or None,
+            size,
+            query.status,
+            every_owner=every_owner,
         )
         response = pb.ListTasksResponse(tasks=page, page_size=size, total_size=total)
         return _to_dict(response)

@@ -215,11 +215,18 @@ TAKE_LEASE = (
 
 
 def list_query(
-    principal: str | None, context_id: str | None, state: str | None = None
+    principal: str | None,
+    context_id: str | None,
+    state: str | None = None,
+    *,
+    every_owner: bool = False,
 ) -> tuple[str, list[object]]:
     """The WHERE clause of a list (without the keyword) and its parameters."""
-    where = [VISIBLE] if principal is not None else [ANONYMOUS]
-    params: list[object] = [principal] if principal is not None else []
+    where: list[str] = ["TRUE"]
+    params: list[object] = []
+    if not every_owner:
+        where = [VISIBLE] if principal is not None else [ANONYMOUS]
+        params = [principal] if principal is not None else []
     if context_id:
         where.append("context_id = %s")
         params.append(context_id)

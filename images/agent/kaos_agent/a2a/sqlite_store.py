@@ -91,10 +91,16 @@ class SqliteTaskStore(TaskStore):
         return sql.decode(data) if visible(owner, principal) else None
 
     async def list_tasks(
-        self, principal: str | None, context_id: str | None, limit: int, state: int = 0
+        self,
+        principal: str | None,
+        context_id: str | None,
+        limit: int,
+        state: int = 0,
+        *,
+        every_owner: bool = False,
     ) -> tuple[list[pb.Task], int]:
         name = pb.TaskState.Name(state) if state else None
-        where, params = sql.list_query(principal, context_id, name)
+        where, params = sql.list_query(principal, context_id, name, every_owner=every_owner)
         page, count = (sql.qmark(s) for s in sql.list_statements(where))
 
         def work(db: sqlite3.Connection) -> tuple[list[pb.Task], int]:

@@ -205,10 +205,17 @@ class TaskStore(abc.ABC):
 
     @abc.abstractmethod
     async def list_tasks(
-        self, principal: str | None, context_id: str | None, limit: int, state: int = 0
+        self,
+        principal: str | None,
+        context_id: str | None,
+        limit: int,
+        state: int = 0,
+        *,
+        every_owner: bool = False,
     ) -> tuple[list[pb.Task], int]:
-        """The newest ``limit`` tasks visible to ``principal`` (of one context, in one
-        state, if given), and how many there are in all."""
+        """The newest ``limit`` tasks visible to ``principal`` (every user's with
+        ``every_owner``: an approver's view), of one context, in one state, if given, and
+        how many there are in all."""
 
     @abc.abstractmethod
     async def finish(self, task_id: str, change: Transition) -> pb.Task | None:
@@ -331,12 +338,18 @@ class MemoryTaskStore(TaskStore):
         return _copy(row.task)
 
     async def list_tasks(
-        self, principal: str | None, context_id: str | None, limit: int, state: int = 0
+        self,
+        principal: str | None,
+        context_id: str | None,
+        limit: int,
+        state: int = 0,
+        *,
+        every_owner: bool = False,
     ) -> tuple[list[pb.Task], int]:
         rows = [
             r
             for r in reversed(self._rows.values())
-            if visible(r.principal, principal)
+            if (every_owner or visible(r.principal, principal))
             and (not context_id or r.task.context_id == context_id)
             and (not state or r.task.status.state == state)
         ]

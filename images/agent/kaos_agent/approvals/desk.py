@@ -212,7 +212,11 @@ class ApprovalDesk:
         derived = verified is not None and verified.derived
         if not derived:
             return visible(owner, deps.principal)  # as GetTask: an anonymous task is anyone's
-        if self.approver is None or verified is None:
+        return await self.approves_all(verified)
+
+    async def approves_all(self, verified: Verified | None) -> bool:
+        """Whether RBAC lets this verified user decide any user's paused run."""
+        if self.approver is None or verified is None or not verified.derived:
             return False
         return await self.approver(verified)
 
