@@ -142,6 +142,14 @@ async def chat_completions(
     return web.json_response(answer, headers=headers)
 
 
+class _EventStream(web.StreamResponse):
+    """A streamed answer whose headers leave with its first chunk, in one write (a
+    ``StreamResponse`` sends them at ``prepare``, a packet ahead of the first token, as
+    aiohttp's ``Response`` does not)."""
+
+    _send_headers_immediately = False
+
+
 @dataclass(frozen=True)
 class _Chunks:
     """The chunks of one streamed answer. With ``stream_options.include_usage`` every chunk
@@ -194,7 +202,7 @@ async def _stream(
             first: str | None = await anext(deltas)
         except StopAsyncIteration:
             first = None
-        response = web.StreamResponse(
+        response = _EventStream(
             headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
