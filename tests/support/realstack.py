@@ -149,10 +149,14 @@ def real_model_samples(samples: Samples) -> Samples:
     # prompt of a few hundred is read in well under a second on two cores.
     tiers = store_doc["spec"].setdefault("tiers", {})
     tiers.setdefault("shortTerm", {})["tokenBudget"] = STORE_BUDGET
+    # Mem0's own extraction prompt (about 8,400 tokens) does not fit Ollama's default
+    # context of 4,096: cut from its head, the model would never see its instructions.
+    tiers.setdefault("longTerm", {})["extractionSystemPrompt"] = "compact"
     patches.append(
         f"MemoryStore/{samples.store.name}: summarization -> {CHAT_API}/{SMOLLM2}, "
         f"embedding -> {EMBED_API}/{EMBED_MODEL} ({EMBED_DIMS} dims), "
-        f"tiers.shortTerm.tokenBudget {STORE_BUDGET}"
+        f"tiers.shortTerm.tokenBudget {STORE_BUDGET}, tiers.longTerm.extractionSystemPrompt"
+        " compact"
     )
     agents: dict[str, Agent] = {}
     for name, agent in samples.agents.items():

@@ -215,6 +215,14 @@ class LongTermTier(CRDModel):
         description="Instructions added to Mem0's fact-extraction prompt (its custom"
         " instructions), e.g. what to keep or never keep.",
     )
+    extraction_system_prompt: Literal["mem0", "compact"] | None = Field(
+        default=None,
+        description="The system prompt of the fact extraction: mem0 (the default), Mem0's"
+        " own of about 8,400 tokens, mostly examples; or compact, the same instructions and"
+        " output format in about 500 tokens, for a summarization model with a small context"
+        " (a 4,096-token one, Ollama's default, cuts Mem0's from its head) or to spend fewer"
+        " prompt tokens on every fold.",
+    )
     extraction_concurrency: int | None = Field(
         default=None,
         ge=1,

@@ -21,10 +21,11 @@ from tests.support.realstack import FOLD_BUDGET, FOLD_LINES
 
 pytestmark = [pytest.mark.realmodel, pytest.mark.postgres, pytest.mark.timeout(900)]
 
-# Mem0's extraction prompt fills SmolLM2's whole 4,096-token context: on two shared cores
-# one call can run past the service's default minute, and a call abandoned at its timeout
-# keeps Ollama busy while the retry queues behind it, so no attempt ever finishes. The
-# store here gives a model call four minutes; the wait covers one retry on top.
+# The store extracts on the compact system prompt, as a store on SmolLM2 should: Mem0's own
+# is twice Ollama's default 4,096-token context, which Ollama fills by cutting it from its
+# head (never its instructions), for a minute or more a call on two shared cores. A call
+# abandoned at its timeout keeps Ollama busy while the retry queues behind it: the store
+# gives one four minutes all the same, and the wait covers one retry on top.
 MODEL_TIMEOUT = 240.0
 FOLD_TIMEOUT = 2 * MODEL_TIMEOUT + 60.0
 
@@ -64,6 +65,7 @@ def test_a_store_on_the_real_model_digests_and_loses_no_turn(
         token_budget=FOLD_BUDGET,
         idle_flush_seconds=0,
         model_timeout=MODEL_TIMEOUT,
+        extraction_system_prompt="compact",
     )
     session, principal = "real-1", "ann"
 

@@ -40,9 +40,8 @@ _RBAC_WHY = (
 MODEL_TIMEOUT = "KAOS_MEMORY_MODEL_TIMEOUT"
 _MODEL_TIMEOUT_WHY = (
     "real model: a pod's store gives a model call the default minute, fit for a served model;"
-    " SmolLM2 on two shared CPU cores reads Mem0's extraction prompt (its whole context) in"
-    " minutes, and a call abandoned at its timeout keeps Ollama busy while every retry, and"
-    " the next chat, queues behind it"
+    " SmolLM2 on two shared CPU cores is slower, and a call abandoned at its timeout keeps"
+    " Ollama busy while every retry, and the next chat, queues behind it"
 )
 # Every variable a local process gets beside its desired-state function's output, and why.
 OVERLAY: dict[str, str] = {

@@ -177,6 +177,7 @@ def test_store_tuning_is_projected_and_loads() -> None:
                 "enabled": False,
                 "scoreThreshold": 0.35,
                 "extractionPrompt": "Never keep phone numbers.",
+                "extractionSystemPrompt": "compact",
                 "extractionConcurrency": 4,
             },
         },
@@ -187,6 +188,7 @@ def test_store_tuning_is_projected_and_loads() -> None:
         "KAOS_MEMORY_RECALL_THRESHOLD": "0.35",
         "KAOS_MEMORY_DIGEST_PROMPT": "Summarise tersely.",
         "KAOS_MEMORY_EXTRACTION_PROMPT": "Never keep phone numbers.",
+        "KAOS_MEMORY_EXTRACTION_SYSTEM_PROMPT": "compact",
         "KAOS_MEMORY_EXTRACTION_CONCURRENCY": "4",
         "KAOS_MEMORY_MAX_CONCURRENT_REQUESTS": "32",
     }
@@ -195,6 +197,7 @@ def test_store_tuning_is_projected_and_loads() -> None:
     assert settings.tiers.recall_threshold == 0.35
     assert settings.models.digest_prompt == "Summarise tersely."
     assert settings.models.extraction_prompt == "Never keep phone numbers."
+    assert settings.models.extraction_system_prompt == "compact"
     assert settings.consolidation.extraction_concurrency == 4
     assert settings.http.max_concurrent_requests == 32
 
@@ -204,6 +207,7 @@ TUNING = {
     "KAOS_MEMORY_RECALL_THRESHOLD",
     "KAOS_MEMORY_DIGEST_PROMPT",
     "KAOS_MEMORY_EXTRACTION_PROMPT",
+    "KAOS_MEMORY_EXTRACTION_SYSTEM_PROMPT",
     "KAOS_MEMORY_EXTRACTION_CONCURRENCY",
     "KAOS_MEMORY_MAX_CONCURRENT_REQUESTS",
 }

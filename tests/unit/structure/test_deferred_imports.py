@@ -27,6 +27,7 @@ DEFERRED = {
     ("mem0/config.py", "build_memory", "mem0"),
     ("mem0/history.py", "null_history", "mem0.memory.storage"),
     ("mem0/llm.py", "_mem0_utils", "mem0.memory.utils"),
+    ("mem0/llm.py", "_mem0_extraction_prompt", "mem0.configs.prompts"),
 }
 
 A2A_DEFERRED = {

@@ -4,9 +4,12 @@ and embedding (the vector index), each role on its own endpoint if need be."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from kaos_core.settings import SettingsGroup, setting
+
+# Mem0's own extraction system prompt, or KAOS's compact one (``storage.mem0.compact``).
+ExtractionSystemPrompt = Literal["mem0", "compact"]
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 
@@ -86,6 +89,14 @@ class ModelSettings(SettingsGroup):
         default=None,
         default_doc="built in",
         min_length=1,
+    )
+    extraction_system_prompt: ExtractionSystemPrompt = setting(
+        "the system prompt of Mem0's fact extraction: `mem0`, Mem0's own (about 8,400"
+        " tokens, most of them examples), or `compact`, the same instructions and output"
+        " format in about 500 tokens, for a summarisation model with a small context (one"
+        " of 4,096 tokens, Ollama's default, would cut Mem0's from its head) or to spend"
+        " fewer prompt tokens per fold",
+        default="mem0",
     )
     extraction_prompt: str | None = setting(
         "instructions added to Mem0's fact-extraction prompt (its custom instructions), e.g."

@@ -134,6 +134,7 @@ def memory_store_env(store: MemoryStore, ctx: MemoryStoreContext) -> dict[str, s
     optional = {
         "KAOS_MEMORY_RECALL_THRESHOLD": long_term.score_threshold,
         "KAOS_MEMORY_EXTRACTION_PROMPT": long_term.extraction_prompt,
+        "KAOS_MEMORY_EXTRACTION_SYSTEM_PROMPT": long_term.extraction_system_prompt,
         "KAOS_MEMORY_EXTRACTION_CONCURRENCY": long_term.extraction_concurrency,
         "KAOS_MEMORY_DIGEST_PROMPT": spec.tiers.medium_term.digest_prompt,
         "KAOS_MEMORY_MAX_CONCURRENT_REQUESTS": spec.max_concurrent_requests,

@@ -80,6 +80,10 @@ def build_memory(
     # Mem0 turns an extraction answer it cannot parse into "no facts"; KAOS judges each
     # answer first (``llm``).
     memory.llm = CheckedLlm(
-        memory.llm, model=models.summarization_model, retries=models.answer_retries, metrics=metrics
+        memory.llm,
+        model=models.summarization_model,
+        retries=models.answer_retries,
+        metrics=metrics,
+        system_prompt=models.extraction_system_prompt,
     )
     return memory

@@ -34,7 +34,9 @@ from typing import Any, Literal, cast
 from kaos_core.telemetry import tracer
 from kaos_core.telemetry.genai_metrics import GenAiMetrics, TokenCounts
 
+from kaos_memory.settings.models import ExtractionSystemPrompt
 from kaos_memory.storage.errors import UnusableAnswer
+from kaos_memory.storage.mem0.compact import compact_messages
 from kaos_memory.storage.mem0.provenance import verified_answer
 from kaos_memory.storage.model_call import ANSWER_REASON, ANSWER_VERDICT, model_call
 
@@ -127,6 +129,13 @@ def _mem0_utils() -> ModuleType:
     return cast(ModuleType, mem0.memory.utils)
 
 
+def _mem0_extraction_prompt() -> str:
+    # Not at the top, as ``_mem0_utils``.
+    import mem0.configs.prompts
+
+    return str(mem0.configs.prompts.ADDITIVE_EXTRACTION_PROMPT)
+
+
 def _parse(text: str) -> Any:
     """Mem0 2.2.1's reading of an answer whose code fences are removed."""
     try:
@@ -152,10 +161,19 @@ class CheckedLlm:
     anything else is delegated to the wrapped object unchanged."""
 
     def __init__(
-        self, inner: Any, *, model: str, retries: int, metrics: GenAiMetrics | None = None
+        self,
+        inner: Any,
+        *,
+        model: str,
+        retries: int,
+        metrics: GenAiMetrics | None = None,
+        system_prompt: ExtractionSystemPrompt = "mem0",
     ) -> None:
         self._inner = inner
         self._model = model
+        # ``compact``: Mem0's extraction system message replaced (``compact``).
+        self._system_prompt: ExtractionSystemPrompt = system_prompt
+        self._mem0_prompt = _mem0_extraction_prompt() if system_prompt == "compact" else ""
         self._retries = retries
         self._metrics = metrics
         # The response the callback saw, per thread: Mem0 calls from several threads.
@@ -175,6 +193,7 @@ class CheckedLlm:
     ) -> Any:
         if not _wants_json(response_format):
             return self._call(messages, response_format, kwargs, judged=False)[0]
+        messages = compact_messages(messages, self._mem0_prompt, self._system_prompt)
         answers = _CURRENT.get()
         for _ in range(self._retries + 1):
             text, verdict = self._call(messages, response_format, kwargs, judged=True)
