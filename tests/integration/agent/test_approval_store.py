@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from a2a.types import a2a_pb2 as pb
-from kaos_agent.a2a.tasks import TaskStore, new_task
+from kaos_agent.a2a.tasks import Listing, TaskStore, new_task
 from kaos_agent.approvals.pending import Decision, approval_of, decided, paused
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolRequests
@@ -49,9 +49,9 @@ async def test_a_paused_task_is_taken_once_by_a_decision_from_any_replica(
     assert await two.paused_due(clock.now) == []
     assert await one.checkpoint(task.id, "r1", b"late") is False  # the run is not running
 
-    page, total = await two.list_tasks("alice", None, 10, pb.TASK_STATE_INPUT_REQUIRED)
+    page, total = await two.list_tasks(Listing("alice", None, 10, pb.TASK_STATE_INPUT_REQUIRED))
     assert [t.id for t in page] == [task.id] and total == 1
-    assert (await two.list_tasks("alice", None, 10, pb.TASK_STATE_COMPLETED))[1] == 0
+    assert (await two.list_tasks(Listing("alice", None, 10, pb.TASK_STATE_COMPLETED)))[1] == 0
 
     # Two replicas decide at once: one takes it, with the checkpoint, under a new lease.
     approve, deny = Decision("approve", "alice"), Decision("deny", "carol")

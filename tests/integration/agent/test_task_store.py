@@ -18,6 +18,7 @@ from kaos_agent.a2a.pg_store import PostgresTaskStore
 from kaos_agent.a2a.sqlite_store import SqliteTaskStore
 from kaos_agent.a2a.tasks import (
     LAPSED_LEASE,
+    Listing,
     MemoryTaskStore,
     TaskStore,
     canceled,
@@ -86,14 +87,31 @@ async def test_a_task_of_another_principal_does_not_exist(store: TaskStore) -> N
     # An anonymous task is anyone's.
     assert await store.get(anonymous.id, "mallory") == anonymous
 
-    page, total = await store.list_tasks("alice", None, 10)
+    page, total = await store.list_tasks(Listing("alice", None, 10))
     assert {t.id for t in page} == {mine.id, anonymous.id} and total == 2
-    page, total = await store.list_tasks("mallory", None, 10)
+    page, total = await store.list_tasks(Listing("mallory", None, 10))
     assert [t.id for t in page] == [anonymous.id] and total == 1
-    page, total = await store.list_tasks("alice", "c1", 10)
+    page, total = await store.list_tasks(Listing("alice", "c1", 10))
     assert [t.id for t in page] == [mine.id] and total == 1
-    page, total = await store.list_tasks(None, None, 10)
+    page, total = await store.list_tasks(Listing(None, None, 10))
     assert [t.id for t in page] == [anonymous.id]
+
+
+async def test_an_approvers_listing_shows_every_users_tasks_in_its_state(
+    store: TaskStore, clock: Clock
+) -> None:
+    alices = await created(store, "alice")
+    clock.now += 1
+    bobs = await created(store, "bob", context="c2")
+    working = pb.TASK_STATE_WORKING
+    page, total = await store.list_tasks(Listing("carol", None, 10, working, every_owner=True))
+    assert [t.id for t in page] == [bobs.id, alices.id] and total == 2
+    # Still narrowed by context and state; without every_owner, carol's own (none).
+    everyone_c2 = Listing("carol", "c2", 10, working, every_owner=True)
+    assert [t.id for t in (await store.list_tasks(everyone_c2))[0]] == [bobs.id]
+    done = Listing("carol", None, 10, pb.TASK_STATE_COMPLETED, every_owner=True)
+    assert await store.list_tasks(done) == ([], 0)
+    assert await store.list_tasks(Listing("carol", None, 10, working)) == ([], 0)
 
 
 async def test_list_is_newest_first_and_counts_beyond_the_page(
@@ -103,7 +121,7 @@ async def test_list_is_newest_first_and_counts_beyond_the_page(
     for _ in range(3):
         ids.append((await created(store, "alice")).id)
         clock.now += 1
-    page, total = await store.list_tasks("alice", None, 2)
+    page, total = await store.list_tasks(Listing("alice", None, 2))
     assert [t.id for t in page] == ids[::-1][:2] and total == 3
 
 
@@ -202,7 +220,7 @@ async def test_the_sweep_deletes_only_finished_tasks_past_the_retention(
     assert await store.sweep(retention_seconds=50, limit=2) == 2
     assert await store.sweep(retention_seconds=50, limit=2) == 1
     assert await store.sweep(retention_seconds=50, limit=2) == 0
-    page, _ = await store.list_tasks("alice", None, 10)
+    page, _ = await store.list_tasks(Listing("alice", None, 10))
     assert {t.id for t in page} == {working.id, recent.id}
 
 

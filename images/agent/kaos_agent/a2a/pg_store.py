@@ -37,6 +37,7 @@ from kaos_agent.a2a.tasks import (
     SWEEP_LIMIT,
     Cancel,
     Claim,
+    Listing,
     TaskStore,
     Transition,
     canceled,
@@ -117,17 +118,9 @@ class PostgresTaskStore(TaskStore):
             return None
         return sql.decode(row[1])
 
-    async def list_tasks(
-        self,
-        principal: str | None,
-        context_id: str | None,
-        limit: int,
-        state: int = 0,
-        *,
-        every_owner: bool = False,
-    ) -> tuple[list[pb.Task], int]:
-        name = pb.TaskState.Name(state) if state else None
-        where, params = sql.list_query(principal, context_id, name, every_owner=every_owner)
+    async def list_tasks(self, listing: Listing) -> tuple[list[pb.Task], int]:
+        where, params = sql.list_query(listing)
+        limit = listing.limit
         page, count = sql.list_statements(where)
         with _driver_errors("list"):
             async with self._transaction() as cur:

@@ -79,6 +79,7 @@ from kaos_agent.a2a.run_task import kaos_metadata, resumed_deps, run_task
 from kaos_agent.a2a.runs import STOPPED, ShuttingDown, TaskRuns
 from kaos_agent.a2a.tasks import (
     Claim,
+    Listing,
     TaskStore,
     Transition,
     canceled,
@@ -470,12 +471,13 @@ class A2AServer:
             and self.approvals is not None
             and await self.approvals.approves_all(request.get(_VERIFIED))
         )
-        page, total = await self.tasks.list_tasks(
+        listing = Listing(
             _context(request).principal,
             query.context_id or None,
             size,
             query.status,
             every_owner=every_owner,
         )
+        page, total = await self.tasks.list_tasks(listing)
         response = pb.ListTasksResponse(tasks=page, page_size=size, total_size=total)
         return _to_dict(response)

@@ -23,7 +23,7 @@ from typing import Any
 
 from a2a.types import a2a_pb2 as pb
 
-from kaos_agent.a2a.tasks import TERMINAL_STATES, Claim, Transition, visible
+from kaos_agent.a2a.tasks import TERMINAL_STATES, Claim, Listing, Transition, visible
 
 TASKS = "kaos_agent_tasks"
 LEASES = "kaos_agent_leases"
@@ -214,25 +214,20 @@ TAKE_LEASE = (
 )
 
 
-def list_query(
-    principal: str | None,
-    context_id: str | None,
-    state: str | None = None,
-    *,
-    every_owner: bool = False,
-) -> tuple[str, list[object]]:
-    """The WHERE clause of a list (without the keyword) and its parameters."""
+def list_query(listing: Listing) -> tuple[str, list[object]]:
+    """The WHERE clause of ``listing`` (without the keyword) and its parameters."""
     where: list[str] = ["TRUE"]
     params: list[object] = []
-    if not every_owner:
+    if not listing.every_owner:
+        principal = listing.principal
         where = [VISIBLE] if principal is not None else [ANONYMOUS]
         params = [principal] if principal is not None else []
-    if context_id:
+    if listing.context_id:
         where.append("context_id = %s")
-        params.append(context_id)
-    if state:
+        params.append(listing.context_id)
+    if listing.state:
         where.append("state = %s")
-        params.append(state)
+        params.append(pb.TaskState.Name(listing.state))
     return " AND ".join(where), params
 
 

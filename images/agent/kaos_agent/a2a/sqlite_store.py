@@ -27,6 +27,7 @@ from kaos_agent.a2a.tasks import (
     SWEEP_LIMIT,
     Cancel,
     Claim,
+    Listing,
     TaskStore,
     Transition,
     canceled,
@@ -90,17 +91,9 @@ class SqliteTaskStore(TaskStore):
         owner, data = cast("tuple[str | None, bytes]", row)
         return sql.decode(data) if visible(owner, principal) else None
 
-    async def list_tasks(
-        self,
-        principal: str | None,
-        context_id: str | None,
-        limit: int,
-        state: int = 0,
-        *,
-        every_owner: bool = False,
-    ) -> tuple[list[pb.Task], int]:
-        name = pb.TaskState.Name(state) if state else None
-        where, params = sql.list_query(principal, context_id, name, every_owner=every_owner)
+    async def list_tasks(self, listing: Listing) -> tuple[list[pb.Task], int]:
+        where, params = sql.list_query(listing)
+        limit = listing.limit
         page, count = (sql.qmark(s) for s in sql.list_statements(where))
 
         def work(db: sqlite3.Connection) -> tuple[list[pb.Task], int]:

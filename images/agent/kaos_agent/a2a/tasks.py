@@ -171,6 +171,27 @@ class Cancel:
 
 
 @dataclass(frozen=True)
+class Listing:
+    """Which tasks a list asks for: the newest ``limit`` visible to ``principal`` (every
+    user's with ``every_owner``: an approver's view), of one context and in one state
+    (``TaskState``; 0: any), if given."""
+
+    principal: str | None
+    context_id: str | None = None
+    limit: int = 50
+    state: int = 0
+    every_owner: bool = False
+
+    def shows(self, owner: str | None, task: pb.Task) -> bool:
+        """Whether ``task`` of ``owner`` belongs to this listing."""
+        return (
+            (self.every_owner or visible(owner, self.principal))
+            and (not self.context_id or task.context_id == self.context_id)
+            and (not self.state or task.status.state == self.state)
+        )
+
+
+@dataclass(frozen=True)
 class Claim:
     """A working task this replica took over: its run's last checkpoint (``None``: no step
     was kept, the run starts again from the task's message) and how often it was resumed,
@@ -204,18 +225,8 @@ class TaskStore(abc.ABC):
         """The task, if it exists for ``principal``."""
 
     @abc.abstractmethod
-    async def list_tasks(
-        self,
-        principal: str | None,
-        context_id: str | None,
-        limit: int,
-        state: int = 0,
-        *,
-        every_owner: bool = False,
-    ) -> tuple[list[pb.Task], int]:
-        """The newest ``limit`` tasks visible to ``principal`` (every user's with
-        ``every_owner``: an approver's view), of one context, in one state, if given, and
-        how many there are in all."""
+    async def list_tasks(self, listing: Listing) -> tuple[list[pb.Task], int]:
+        """The tasks ``listing`` asks for, newest first, and how many there are in all."""
 
     @abc.abstractmethod
     async def finish(self, task_id: str, change: Transition) -> pb.Task | None:
@@ -337,23 +348,9 @@ class MemoryTaskStore(TaskStore):
             return None
         return _copy(row.task)
 
-    async def list_tasks(
-        self,
-        principal: str | None,
-        context_id: str | None,
-        limit: int,
-        state: int = 0,
-        *,
-        every_owner: bool = False,
-    ) -> tuple[list[pb.Task], int]:
-        rows = [
-            r
-            for r in reversed(self._rows.values())
-            if (every_owner or visible(r.principal, principal))
-            and (not context_id or r.task.context_id == context_id)
-            and (not state or r.task.status.state == state)
-        ]
-        return [_copy(r.task) for r in rows[:limit]], len(rows)
+    async def list_tasks(self, listing: Listing) -> tuple[list[pb.Task], int]:
+        rows = [r for r in reversed(self._rows.values()) if listing.shows(r.principal, r.task)]
+        return [_copy(r.task) for r in rows[: listing.limit]], len(rows)
 
     async def finish(self, task_id: str, change: Transition) -> pb.Task | None:
         row = self._rows.get(task_id)
