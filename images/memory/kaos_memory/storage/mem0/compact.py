@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaos_memory.settings.models import ExtractionSystemPrompt
-
 COMPACT_EXTRACTION_PROMPT = """\
 # ROLE
 
@@ -70,12 +68,12 @@ assistant provided.
 
 
 def compact_messages(
-    messages: list[dict[str, Any]], mem0_prompt: str, style: ExtractionSystemPrompt
+    messages: list[dict[str, Any]], mem0_prompt: str | None
 ) -> list[dict[str, Any]]:
     """``messages`` with Mem0's extraction system message ``mem0_prompt`` replaced by the
-    compact one under ``compact`` (what Mem0 appended to it, such as its agent-scope
-    suffix, is kept); any other request, or ``mem0``, unchanged."""
-    if style != "compact" or not messages:
+    compact one (what Mem0 appended to it, such as its agent-scope suffix, is kept); any
+    other request, or ``mem0_prompt`` None (Mem0's own prompt asked for), unchanged."""
+    if mem0_prompt is None or not messages:
         return messages
     first = messages[0]
     content = first.get("content")

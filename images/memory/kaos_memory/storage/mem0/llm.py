@@ -171,9 +171,8 @@ class CheckedLlm:
     ) -> None:
         self._inner = inner
         self._model = model
-        # ``compact``: Mem0's extraction system message replaced (``compact``).
-        self._system_prompt: ExtractionSystemPrompt = system_prompt
-        self._mem0_prompt = _mem0_extraction_prompt() if system_prompt == "compact" else ""
+        # Mem0's extraction system prompt, which ``compact`` replaces (None: sent as is).
+        self._replaced = _mem0_extraction_prompt() if system_prompt == "compact" else None
         self._retries = retries
         self._metrics = metrics
         # The response the callback saw, per thread: Mem0 calls from several threads.
@@ -193,7 +192,7 @@ class CheckedLlm:
     ) -> Any:
         if not _wants_json(response_format):
             return self._call(messages, response_format, kwargs, judged=False)[0]
-        messages = compact_messages(messages, self._mem0_prompt, self._system_prompt)
+        messages = compact_messages(messages, self._replaced)
         answers = _CURRENT.get()
         for _ in range(self._retries + 1):
             text, verdict = self._call(messages, response_format, kwargs, judged=True)
