@@ -33,6 +33,7 @@ from kaos_core.crds.overrides import (
     pod_field,
 )
 from kaos_core.crds.storage import QUANTITY, ConnectionSecretRef
+from kaos_core.extraction import ExtractionSystemPrompt
 from kaos_core.trust import DEFAULT_INJECT_SOURCES, FactSource
 
 StorageType = Literal["local", "external"]
@@ -215,7 +216,7 @@ class LongTermTier(CRDModel):
         description="Instructions added to Mem0's fact-extraction prompt (its custom"
         " instructions), e.g. what to keep or never keep.",
     )
-    extraction_system_prompt: Literal["mem0", "compact"] | None = Field(
+    extraction_system_prompt: ExtractionSystemPrompt | None = Field(
         default=None,
         description="The system prompt of the fact extraction: mem0 (the default), Mem0's"
         " own of about 8,400 tokens, mostly examples; or compact, the same instructions and"

@@ -4,12 +4,10 @@ and embedding (the vector index), each role on its own endpoint if need be."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
+from kaos_core.extraction import ExtractionSystemPrompt
 from kaos_core.settings import SettingsGroup, setting
-
-# Mem0's own extraction system prompt, or KAOS's compact one (``storage.mem0.compact``).
-ExtractionSystemPrompt = Literal["mem0", "compact"]
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Literal, cast
 
+from kaos_core.extraction import ExtractionSystemPrompt
 from kaos_core.telemetry import tracer
 from kaos_core.telemetry.genai_metrics import GenAiMetrics, TokenCounts
 
-from kaos_memory.settings.models import ExtractionSystemPrompt
 from kaos_memory.storage.errors import UnusableAnswer
 from kaos_memory.storage.mem0.compact import compact_messages
 from kaos_memory.storage.mem0.provenance import verified_answer
