@@ -81,6 +81,19 @@ def agent(
     )
 
 
+async def rpc(
+    agent: ServiceProcess, token: str, method: str, params: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
+    """One JSON-RPC call to the agent as the token's user."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{agent.url}/", json=body, headers=headers) as resp,
+    ):
+        return resp.status, await resp.json(content_type=None)
+
+
 async def send(
     agent: ServiceProcess, token: str, *, text: str | None = None, **decision: object
 ) -> tuple[int, dict[str, Any]]:
@@ -90,25 +103,13 @@ async def send(
     message: dict[str, Any] = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": parts}
     if task_id is not None:
         message["taskId"] = task_id
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
-    headers = {"Authorization": f"Bearer {token}"}
-    async with (
-        aiohttp.ClientSession() as http,
-        http.post(f"{agent.url}/", json=body, headers=headers) as resp,
-    ):
-        return resp.status, await resp.json(content_type=None)
+    return await rpc(agent, token, "SendMessage", {"message": message})
 
 
 async def paused_ids(agent: ServiceProcess, token: str) -> list[str]:
     """The paused tasks ``ListTasks`` shows the token's user."""
-    params = {"status": PAUSED}
-    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": params}
-    async with (
-        aiohttp.ClientSession() as http,
-        http.post(f"{agent.url}/", json=body, headers={"Authorization": f"Bearer {token}"}) as r,
-    ):
-        doc = await r.json(content_type=None)
-    assert r.status == 200 and "result" in doc, doc
+    status, doc = await rpc(agent, token, "ListTasks", {"status": PAUSED})
+    assert status == 200 and "result" in doc, doc
     return [t["id"] for t in doc["result"].get("tasks", [])]
 
 
