@@ -305,7 +305,7 @@ class Provider:
             )
         hydra = ServiceProcess("hydra", proc, self.admin_port, log_path)
         try:
-            wait_http_ok(f"{self.admin_url}/health/ready", proc, timeout)
+            wait_http_ok(f"{self.admin_url}/health/ready", proc, timeout, self.admin_port)
         except Exception as exc:
             hydra.kill()
             raise RuntimeError(f"Hydra failed to start: {exc}\n{hydra.log_tail()}") from exc

@@ -26,11 +26,63 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
 
+# Every port free_port has handed out in this process: the OS may pick the same free port
+# twice in a row, and a service planned on a port another one already holds would have
+# that one's answers taken for its own.
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A port that was free a moment ago on 127.0.0.1 (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port that was free a moment ago on 127.0.0.1 (the OS picks it), never one this
+    process handed out before."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+
+
+def _listener_sockets(port: int) -> set[str]:
+    """The ``socket:[inode]`` names of the TCP listeners on ``port`` in this network
+    namespace (the kernel's tables: state 0A is LISTEN)."""
+    found: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    found.add(f"socket:[{fields[9]}]")
+    return found
+
+
+def _session_pids(session: int) -> list[int]:
+    """The processes of ``session``: a service started by start_service and its children."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            # After the command's closing parenthesis: state, ppid, pgrp, session.
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[3]) == session:
+                pids.append(int(entry.name))
+    return pids
+
+
+def listens_on(proc: subprocess.Popen[bytes], port: int) -> bool:
+    """Whether the listener on ``port`` is a socket of ``proc`` or its children. True where
+    the kernel's tables cannot be read (not Linux): nothing there to tell."""
+    if not Path("/proc/net/tcp").exists():
+        return True
+    sockets = _listener_sockets(port)
+    for pid in _session_pids(proc.pid):
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") in sockets:
+                        return True
+    return False
 
 
 def console_script(name: str) -> str:
@@ -77,7 +129,12 @@ class ServiceProcess:
             self.proc.wait()
 
 
-def wait_http_ok(url: str, proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
+def wait_http_ok(
+    url: str, proc: subprocess.Popen[bytes] | None, timeout: float, port: int | None = None
+) -> None:
+    """Poll ``url`` until it answers 200. With ``proc`` and ``port``: only an answer from
+    ``proc``'s own listener counts, so a process that could not bind (another holds the
+    port) is not taken for ready; it exits, and that is raised."""
     deadline = time.monotonic() + timeout
     last = "no answer"
     while time.monotonic() < deadline:
@@ -86,8 +143,11 @@ def wait_http_ok(url: str, proc: subprocess.Popen[bytes] | None, timeout: float)
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:
                 if resp.status == 200:
-                    return
-                last = f"HTTP {resp.status}"
+                    if proc is None or port is None or listens_on(proc, port):
+                        return
+                    last = f"port {port} answered by a process that is not this service"
+                else:
+                    last = f"HTTP {resp.status}"
         except urllib.error.HTTPError as exc:
             last = f"HTTP {exc.code}"
         except (urllib.error.URLError, OSError) as exc:
@@ -122,7 +182,7 @@ def start_service(
         )
     svc = ServiceProcess(name=name, proc=proc, port=port, log_path=log_path, env=dict(env or {}))
     try:
-        wait_http_ok(f"{svc.url}{ready_path}", proc, timeout)
+        wait_http_ok(f"{svc.url}{ready_path}", proc, timeout, port)
     except Exception as exc:
         svc.kill()
         raise RuntimeError(

@@ -72,6 +72,7 @@ http:
 # A first start pulls 98 MB from the registry and loads the model on two busy cores.
 MODEL_READY_TIMEOUT = 600.0
 QUESTION = "What is the capital of France?"
+STORE_PODS = "app.kubernetes.io/instance=memory-real"
 SAMPLING = {"temperature": 0.0, "maxTokens": 64}
 
 
@@ -230,8 +231,14 @@ def _kaos_objects() -> list[dict[str, Any]]:
                     "dimensions": 1536,
                 },
             },
-            # A small window: a few turns fold, and the model's prompt stays within its context.
-            "tiers": {"shortTerm": {"tokenBudget": FOLD_BUDGET, "idleFlushSeconds": 0}},
+            # A small window: a few turns fold, and the model's prompt stays within its context;
+            # the compact extraction prompt fits it too (Mem0's own is cut to Ollama's 4,096
+            # tokens, and on the node's busy cores outlasts the service's model timeout, its
+            # retries queueing in Ollama ahead of the next test's questions).
+            "tiers": {
+                "shortTerm": {"tokenBudget": FOLD_BUDGET, "idleFlushSeconds": 0},
+                "longTerm": {"extractionSystemPrompt": "compact"},
+            },
         },
     )
     return [hosted, proxy, chat, tools, store]
@@ -430,12 +437,15 @@ def test_store_digests_with_the_real_model(real_model: RealModel) -> None:
     # Every turn is still somewhere: in the window or folded into the digest version.
     assert recalled.short_term.window or recalled.medium_term.version
 
-    # The extraction of the same fold is counted as done or unusable, with every turn
-    # still in the database, by tests/e2e/realmodel/test_memory_real_model.py: here Mem0's
-    # extraction prompt (about 8,600 tokens, cut to the model's 4,096) takes longer on the
-    # node's busy cores than the service's model timeout, and is retried in the background.
-    # The store goes, so its retries do not queue before the next test's questions.
+    # The extraction of the same fold is asserted by tests/e2e/realmodel/
+    # test_memory_real_model.py. The store and its pod go before the next test, so no
+    # extraction of theirs shares Ollama's one slot with its questions.
     kind.kubectl("delete", "memorystores.kaos.tools", "memory-real", "--wait=true")
+    wait_until(
+        lambda: not (kind.get("pods", "-l", STORE_PODS) or {}).get("items") or None,
+        timeout=ROLLOUT_TIMEOUT,
+        what="the store's pod gone",
+    )
 
 
 def test_restarted_ollama_pod_is_ready_without_pulling_again(real_model: RealModel) -> None:
