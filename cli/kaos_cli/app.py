@@ -9,7 +9,6 @@ exit statuses are documented in docs/cli.md.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Sequence
 
@@ -17,6 +16,7 @@ import click
 from click.shell_completion import get_completion_class
 
 from kaos_cli.commands.common import CONTEXT_SETTINGS
+from kaos_cli.lazy import Lazy, LazyGroup
 from kaos_cli.tools import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, CliError, without_prefix
 
 PROG = "kaos"
@@ -26,54 +26,54 @@ COMPLETE_VAR = "_KAOS_COMPLETE"
 # of them (the A2A SDK, aiohttp and the resource models take most of a second), so it
 # answers at once. name: (module, attribute, the one-line help ``kaos --help`` shows,
 # equal to the group's own first help line; a unit test keeps the two the same).
-LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
-    "agent": (
+LAZY_COMMANDS: dict[str, Lazy] = {
+    "agent": Lazy(
         "kaos_cli.commands.agent",
         "agent_group",
         "Agents: list, inspect, deploy, follow and talk to them; grant who may talk to them.",
     ),
-    "modelapi": (
+    "modelapi": Lazy(
         "kaos_cli.commands.modelapi",
         "modelapi_group",
         "ModelAPIs: the model endpoints agents and memory stores use "
         "(LiteLLM proxy or hosted Ollama).",
     ),
-    "mcp": (
+    "mcp": Lazy(
         "kaos_cli.commands.mcp",
         "mcp_group",
         "MCPServers: tool servers agents call (python-string runtime).",
     ),
-    "memorystore": (
+    "memorystore": Lazy(
         "kaos_cli.commands.memorystore",
         "memorystore_group",
         "MemoryStores: the tiered memory service agents remember through.",
     ),
-    "a2a": (
+    "a2a": Lazy(
         "kaos_cli.commands.a2a",
         "a2a_group",
         "A2A tasks of an agent: send a message, get, cancel or list tasks.",
     ),
-    "memory": (
+    "memory": Lazy(
         "kaos_cli.commands.memory",
         "memory_group",
         "Inspect or erase what a MemoryStore remembers (the administrator's view).",
     ),
-    "samples": (
+    "samples": Lazy(
         "kaos_cli.commands.samples",
         "samples_group",
         "The sample manifests shipped with KAOS: list, deploy or delete them.",
     ),
-    "system": (
+    "system": Lazy(
         "kaos_cli.commands.system",
         "system_group",
         "Install, upgrade, uninstall KAOS in the cluster and check its health.",
     ),
-    "usage": (
+    "usage": Lazy(
         "kaos_cli.commands.usage",
         "usage_command",
         "Tokens agents used, by agent, user or UTC day (for chargeback).",
     ),
-    "ui": (
+    "ui": Lazy(
         "kaos_cli.ui.command",
         "ui_command",
         "Open the KAOS console: every agent, ModelAPI, MCP server and MemoryStore live, "
@@ -82,32 +82,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
-    """click's documented lazy-loading group: commands import on first use."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
-            module, attribute, _ = LAZY_COMMANDS[cmd_name]
-            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
-        return super().get_command(ctx, cmd_name)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # As click.Group.format_commands, with the lazy groups' help from the table.
-        shown = {n: c for n, c in self.commands.items() if n not in LAZY_COMMANDS and not c.hidden}
-        shown |= {n: click.Command(n, help=text) for n, (_, _, text) in LAZY_COMMANDS.items()}
-        limit = formatter.width - 6 - max(map(len, shown), default=0)
-        rows = [(name, shown[name].get_short_help_str(limit)) for name in sorted(shown)]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-
-
 @click.group(
     PROG,
     cls=LazyGroup,
+    lazy_commands=LAZY_COMMANDS,
     context_settings=CONTEXT_SETTINGS,
     help="KAOS: run AI agents on Kubernetes. Uses your kubectl and helm: every command takes "
     "-n/--namespace and --context (default: the current kubeconfig context) and -o "

@@ -122,12 +122,6 @@ def _subject_options(fn: Any) -> Any:
     return click.argument("args", nargs=-1, metavar="USER|--group GROUP AGENT")(fn)
 
 
-def add_commands(group: click.Group) -> None:
-    group.add_command(grant_cmd)
-    group.add_command(revoke_cmd)
-    group.add_command(who_can_cmd)
-
-
 @click.command(
     "grant",
     help="Let a user (or --group) talk to an agent: a RoleBinding allowing create on its "

@@ -70,49 +70,39 @@ def _decide(
     return 0
 
 
-def add_commands(group: click.Group) -> None:
-    """Register ``approvals``, ``approve`` and ``deny`` on the ``agent`` group."""
-
-    @group.command("approvals", help="The agent's runs waiting for an approval decision.")
-    @click.argument("agent", shell_complete=complete_agent)
-    @click.option("--limit", type=click.IntRange(1, 1000), default=DEFAULT_LIMIT, show_default=True)
-    @talk_options
-    @common_options()
-    def approvals_cmd(
-        cx: Cx,
-        agent: str,
-        limit: int,
-        url: str | None,
-        principal: str | None,
-        token: str | None,
-    ) -> int:
-        headers = headers_for(None, principal, token)
-        paused = call(cx.kube, agent, url, with_ops(headers, lambda ops: ops.paused(limit=limit)))
-        rows = [
-            [t.id, t.principal or "", c.tool, _arguments(c.arguments), t.deadline or ""]
-            for t in paused
-            for c in t.calls
-        ]
-        emit(
-            cx.fmt,
-            {"items": [_document(t) for t in paused]},
-            ["task", "user", "tool", "arguments", "deadline"],
-            rows,
-            empty="no runs wait for approval",
-            wrap=["arguments"],
-        )
-        return 0
-
-    _decision_command(
-        group, "approve", "Approve a paused run's pending calls: they run, and the run goes on."
+@click.command("approvals", help="The agent's runs waiting for an approval decision.")
+@click.argument("agent", shell_complete=complete_agent)
+@click.option("--limit", type=click.IntRange(1, 1000), default=DEFAULT_LIMIT, show_default=True)
+@talk_options
+@common_options()
+def approvals_cmd(
+    cx: Cx,
+    agent: str,
+    limit: int,
+    url: str | None,
+    principal: str | None,
+    token: str | None,
+) -> int:
+    headers = headers_for(None, principal, token)
+    paused = call(cx.kube, agent, url, with_ops(headers, lambda ops: ops.paused(limit=limit)))
+    rows = [
+        [t.id, t.principal or "", c.tool, _arguments(c.arguments), t.deadline or ""]
+        for t in paused
+        for c in t.calls
+    ]
+    emit(
+        cx.fmt,
+        {"items": [_document(t) for t in paused]},
+        ["task", "user", "tool", "arguments", "deadline"],
+        rows,
+        empty="no runs wait for approval",
+        wrap=["arguments"],
     )
-    _decision_command(
-        group, "deny", "Deny a paused run's pending calls: they do not run; the model is told."
-    )
+    return 0
 
 
-def _decision_command(group: click.Group, verdict: Decision, text: str) -> None:
-    @group.command(verdict, help=text)
+def _decision_command(verdict: Decision, text: str) -> click.Command:
+    @click.command(verdict, help=text)
     @click.argument("agent", shell_complete=complete_agent)
     @click.argument("task_id")
     @click.option("--reason", default="", help="why (the model and the audit trail see it)")
@@ -128,3 +118,13 @@ def _decision_command(group: click.Group, verdict: Decision, text: str) -> None:
         token: str | None,
     ) -> int:
         return _decide(cx, agent, task_id, verdict, reason, url, principal, token)
+
+    return decide_cmd
+
+
+approve_cmd = _decision_command(
+    "approve", "Approve a paused run's pending calls: they run, and the run goes on."
+)
+deny_cmd = _decision_command(
+    "deny", "Deny a paused run's pending calls: they do not run; the model is told."
+)

@@ -47,58 +47,55 @@ def row(entry: AuditRecord) -> list[str]:
     ]
 
 
-def add_commands(group: click.Group) -> None:
-    """Register ``audit`` on the ``agent`` group."""
-
-    @group.command(
-        "audit",
-        help="The agent's audit trail: its tool calls, delegations and approval decisions, "
-        "oldest first. --since/--until take a relative time (30m, 12h, 7d), a date "
-        "(YYYY-MM-DD, UTC), an RFC 3339 time or epoch seconds.",
-    )
-    @click.argument("agent", shell_complete=complete_agent)
-    @click.option("--task", default=None, help="only this A2A task's entries")
-    @click.option("--since", default=None, help="entries started at or after this time")
-    @click.option("--until", default=None, help="entries started before this time")
-    @click.option(
-        "--limit",
-        type=click.IntRange(1, 10000),
-        default=1000,
-        show_default=True,
-        help="the latest this many entries",
-    )
-    @talk_options
-    @common_options()
-    def audit_cmd(
-        cx: Cx,
-        agent: str,
-        task: str | None,
-        since: str | None,
-        until: str | None,
-        limit: int,
-        url: str | None,
-        principal: str | None,
-        token: str | None,
-    ) -> int:
-        entries = call(
-            cx.kube,
-            agent,
-            url,
-            with_ops(
-                headers_for(None, principal, token),
-                lambda ops: ops.audit(
-                    task=task or None,
-                    since=when(since) if since else None,
-                    until=when(until) if until else None,
-                    limit=limit,
-                ),
+@click.command(
+    "audit",
+    help="The agent's audit trail: its tool calls, delegations and approval decisions, "
+    "oldest first. --since/--until take a relative time (30m, 12h, 7d), a date "
+    "(YYYY-MM-DD, UTC), an RFC 3339 time or epoch seconds.",
+)
+@click.argument("agent", shell_complete=complete_agent)
+@click.option("--task", default=None, help="only this A2A task's entries")
+@click.option("--since", default=None, help="entries started at or after this time")
+@click.option("--until", default=None, help="entries started before this time")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10000),
+    default=1000,
+    show_default=True,
+    help="the latest this many entries",
+)
+@talk_options
+@common_options()
+def audit_cmd(
+    cx: Cx,
+    agent: str,
+    task: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int,
+    url: str | None,
+    principal: str | None,
+    token: str | None,
+) -> int:
+    entries = call(
+        cx.kube,
+        agent,
+        url,
+        with_ops(
+            headers_for(None, principal, token),
+            lambda ops: ops.audit(
+                task=task or None,
+                since=when(since) if since else None,
+                until=when(until) if until else None,
+                limit=limit,
             ),
-        )
-        emit(
-            cx.fmt,
-            {"items": [dict(e.item) for e in entries]},
-            COLUMNS,
-            [row(e) for e in entries],
-            empty=f"agent {agent} has no audit entries for this query",
-        )
-        return 0
+        ),
+    )
+    emit(
+        cx.fmt,
+        {"items": [dict(e.item) for e in entries]},
+        COLUMNS,
+        [row(e) for e in entries],
+        empty=f"agent {agent} has no audit entries for this query",
+    )
+    return 0

@@ -331,3 +331,22 @@ def test_naming_a_command_loads_its_group(probe_dir: Path) -> None:
     assert "kaos_cli.commands.memory" in result.modules
     assert "kaos_cli.commands.agent" not in result.modules
     assert "Usage: kaos memory [OPTIONS] COMMAND" in result.stdout
+
+
+def test_listing_agents_loads_none_of_the_talking_commands(probe_dir: Path) -> None:
+    """``kaos agent list`` (and the other resource commands, and deploy) import neither the
+    A2A SDK nor aiohttp: only the commands that reach a running agent need them, and those
+    load when named (``AGENT_COMMANDS``)."""
+    from kaos_cli.commands.agent import AGENT_COMMANDS
+
+    listed = run([console_script("kaos"), "agent", "list", "--help"], probe_dir)
+    assert listed.code == 0, listed.stderr
+    assert "Usage: kaos agent list" in listed.stdout
+    talking = {module for module, _, _ in AGENT_COMMANDS.values()}
+    loaded = {m for m in listed.modules if m.split(".")[0] in {"a2a", "aiohttp"}}
+    assert not loaded | (listed.modules & talking), sorted(loaded | (listed.modules & talking))
+
+    invoked = run([console_script("kaos"), "agent", "invoke", "--help"], probe_dir)
+    assert invoked.code == 0, invoked.stderr
+    assert "kaos_cli.commands.agent_talk" in invoked.modules
+    assert "kaos_cli.commands.agent_audit" not in invoked.modules

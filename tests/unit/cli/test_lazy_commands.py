@@ -1,4 +1,5 @@
-"""The table ``kaos --help`` is drawn from agrees with the groups it stands for."""
+"""The tables ``kaos --help`` and ``kaos agent --help`` are drawn from agree with the
+commands they stand for."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ import click
 import pytest
 from click.testing import CliRunner
 from kaos_cli.app import LAZY_COMMANDS, cli
+from kaos_cli.commands.agent import AGENT_COMMANDS, agent_group
+from kaos_cli.lazy import Lazy, LazyGroup
+
+TABLES: dict[str, tuple[LazyGroup, dict[str, Lazy]]] = {
+    "kaos": (cli, LAZY_COMMANDS),
+    "kaos agent": (agent_group, AGENT_COMMANDS),
+}
+ENTRIES = [(path, name) for path, (_, table) in TABLES.items() for name in sorted(table)]
 
 
-@pytest.mark.parametrize("name", sorted(LAZY_COMMANDS))
-def test_the_table_names_the_group_and_its_help(name: str) -> None:
-    module, attribute, text = LAZY_COMMANDS[name]
+@pytest.mark.parametrize(("path", "name"), ENTRIES)
+def test_the_table_names_the_command_and_its_help(path: str, name: str) -> None:
+    module, attribute, text = TABLES[path][1][name]
     command = getattr(importlib.import_module(module), attribute)
 
     assert isinstance(command, click.Command)
@@ -20,31 +29,35 @@ def test_the_table_names_the_group_and_its_help(name: str) -> None:
     assert command.get_short_help_str(200) == click.Command(name, help=text).get_short_help_str(200)
 
 
-def test_help_lists_every_command_once_in_order() -> None:
-    result = CliRunner().invoke(cli, ["--help"], prog_name="kaos")
+@pytest.mark.parametrize("path", sorted(TABLES))
+def test_help_lists_every_command_once_in_order(path: str) -> None:
+    result = CliRunner().invoke(cli, [*path.split()[1:], "--help"], prog_name="kaos")
 
     assert result.exit_code == 0
     section = result.output.split("Commands:\n")[1].split("\n\n")[0]
-    names = [row.split()[0] for row in section.splitlines()]
+    names = [row.split()[0] for row in section.splitlines() if not row.startswith("    ")]
     assert names == sorted(set(names))
-    assert set(LAZY_COMMANDS) <= set(names)
+    assert set(TABLES[path][1]) <= set(names)
 
 
 @pytest.mark.parametrize("width", [60, 100, 200])
-def test_the_lazy_help_is_what_the_loaded_groups_would_print(width: int) -> None:
-    ctx = click.Context(cli, info_name="kaos")
-    for name in LAZY_COMMANDS:
-        assert cli.get_command(ctx, name) is not None
+@pytest.mark.parametrize("path", sorted(TABLES))
+def test_the_lazy_help_is_what_the_loaded_commands_would_print(path: str, width: int) -> None:
+    group, table = TABLES[path]
+    ctx = click.Context(group, info_name=path.split()[-1])
+    for name in table:
+        assert group.get_command(ctx, name) is not None
     lazy, loaded = click.HelpFormatter(width=width), click.HelpFormatter(width=width)
 
-    cli.format_commands(ctx, lazy)
-    click.Group.format_commands(cli, ctx, loaded)
+    group.format_commands(ctx, lazy)
+    click.Group.format_commands(group, ctx, loaded)
 
     assert lazy.getvalue() == loaded.getvalue()
 
 
-def test_an_unknown_command_is_still_a_usage_error() -> None:
-    result = CliRunner().invoke(cli, ["agnet"], prog_name="kaos")
+@pytest.mark.parametrize("argv", [["agnet"], ["agent", "invok"]])
+def test_an_unknown_command_is_still_a_usage_error(argv: list[str]) -> None:
+    result = CliRunner().invoke(cli, argv, prog_name="kaos")
 
     assert result.exit_code == 2
-    assert "No such command 'agnet'" in result.output
+    assert f"No such command '{argv[-1]}'" in result.output
