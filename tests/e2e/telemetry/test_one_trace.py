@@ -89,6 +89,15 @@ class Traced:
     jaeger: Jaeger
 
 
+class ShortLeaseStack(LocalStack):
+    """The stack with the store's leases short: the fold test kills the replica that holds
+    one and waits for it to lapse (a minute by default). Both replicas read it."""
+
+    def _replan(self) -> None:
+        spec = self.plan[self.store_key]
+        spec.overlay = {**spec.overlay, "KAOS_MEMORY_LEASE_TTL": "10"}
+
+
 @pytest.fixture(scope="module")
 def traced(
     request: pytest.FixtureRequest,
@@ -99,7 +108,7 @@ def traced(
     name = unique_name()
     dsn = create_database(admin, name, template=request.getfixturevalue("pg_template_db"))
     root = tmp_path_factory.mktemp("traced-stack")
-    stack = LocalStack(
+    stack = ShortLeaseStack(
         root, storage="external", dsn=dsn, samples=traced_samples(jaeger.otlp_endpoint)
     )
     replica: ServiceProcess | None = None
