@@ -3,10 +3,11 @@ not Mem0's ``{"memory": [...]}`` is told apart from a valid answer with no facts
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from kaos_memory.storage.mem0.llm import Judged, judge
+from kaos_memory.storage.mem0.llm import Judged, attributed, judge
 
 FACT = '{"memory": [{"id": "0", "text": "I keep bees", "attributed_to": "user"}]}'
 
@@ -29,6 +30,9 @@ def _mem0_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         # Valid, and nothing worth keeping: not unusable.
         ('{"memory": []}', "stop", Judged("no_facts")),
         ('{"memory": [{"id": "0", "text": ""}]}', "stop", Judged("no_facts")),
+        # The format's placeholder, copied by a small model: no fact.
+        ('{"memory": [{"id": "0", "text": "..."}]}', "stop", Judged("no_facts")),
+        ('{"memory": [{"id": "0", "text": " - "}]}', "stop", Judged("no_facts")),
         ("", "stop", Judged("unusable", "empty")),
         (None, "stop", Judged("unusable", "empty")),
         ("<think>hmm</think>", "stop", Judged("unusable", "empty")),
@@ -48,3 +52,19 @@ def test_answers_are_judged_as_mem0_reads_them(
     answer: str | None, finish: str | None, expected: Judged
 ) -> None:
     assert judge(answer, finish) == expected
+
+
+def test_placeholder_facts_are_dropped_and_the_others_reach_mem0() -> None:
+    answer = json.dumps(
+        {
+            "memory": [
+                {"id": "0", "text": "...", "attributed_to": "user"},
+                {"id": "1", "text": "I keep bees", "attributed_to": "user"},
+                {"id": "2", "text": "…", "attributed_to": "user"},
+            ]
+        }
+    )
+    verdict = judge(answer, "stop")
+
+    assert verdict == Judged("facts")
+    assert [m["text"] for m in json.loads(attributed(verdict))["memory"]] == ["I keep bees"]

@@ -118,7 +118,10 @@ def judge(answer: object, finish_reason: str | None) -> Judged:
         isinstance(m, dict) and isinstance(m.get("text", ""), str) for m in memory
     ):
         return Judged("unusable", "not_memory_json")
-    return Judged("facts" if any(m.get("text") for m in memory) else "no_facts", doc=doc)
+    # A fact with no letter or digit is no fact: an empty text, or the format's "..."
+    # placeholder copied by a small model. It is dropped, the answer's other facts kept.
+    kept = [m for m in memory if any(ch.isalnum() for ch in m.get("text", ""))]
+    return Judged("facts" if kept else "no_facts", doc={**doc, "memory": kept})
 
 
 def _mem0_utils() -> ModuleType:
@@ -144,11 +147,12 @@ def _parse(text: str) -> Any:
         return json.loads(_mem0_utils().extract_json(text), strict=False)
 
 
-def attributed(answer: str, verdict: Judged) -> str:
-    """A usable answer with each fact attributed by KAOS (``provenance``), not the model,
-    from the document ``judge`` parsed it into."""
+def attributed(verdict: Judged) -> str:
+    """A usable answer as ``judge`` kept it, with each fact attributed by KAOS
+    (``provenance``), not the model, in an attributed extraction; as JSON, which Mem0 reads
+    as it reads the model's own text."""
     rewritten = verified_answer(verdict.doc)
-    return answer if rewritten is None else rewritten
+    return json.dumps(verdict.doc) if rewritten is None else rewritten
 
 
 def _wants_json(response_format: object) -> bool:
@@ -195,12 +199,12 @@ class CheckedLlm:
         messages = compact_messages(messages, self._replaced)
         answers = _CURRENT.get()
         for _ in range(self._retries + 1):
-            text, verdict = self._call(messages, response_format, kwargs, judged=True)
+            _, verdict = self._call(messages, response_format, kwargs, judged=True)
             assert verdict is not None
             if answers is not None:
                 answers.answers.append(verdict)
             if verdict.verdict != "unusable":
-                return attributed(text, verdict)
+                return attributed(verdict)
         # Mem0 wraps this in its LLMError and stores nothing; the store's error edge
         # turns it back into ``UnusableAnswer`` for the caller.
         raise UnusableAnswer("the extraction model gave no usable answer")
