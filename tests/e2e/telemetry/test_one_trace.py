@@ -45,6 +45,7 @@ from tests.support.localstack import (
     load_samples,
     runtime_variables,
 )
+from tests.support.localstack.overlay import LEASE_TTL
 from tests.support.postgres import create_database, drop_database, pg_query, unique_name
 from tests.support.procs import ServiceProcess, console_script, free_port, start_service
 
@@ -95,7 +96,7 @@ class ShortLeaseStack(LocalStack):
 
     def _replan(self) -> None:
         spec = self.plan[self.store_key]
-        spec.overlay = {**spec.overlay, "KAOS_MEMORY_LEASE_TTL": "10"}
+        spec.overlay = {**spec.overlay, LEASE_TTL: "10"}
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,12 @@ _MODEL_TIMEOUT_WHY = (
     " SmolLM2 on two shared CPU cores is slower, and a call abandoned at its timeout keeps"
     " Ollama busy while every retry, and the next chat, queues behind it"
 )
+# How long a replica's lease on a session's fold work lasts (kaos_memory settings).
+LEASE_TTL = "KAOS_MEMORY_LEASE_TTL"
+_LEASE_TTL_WHY = (
+    "a test that kills the replica holding a lease: a pod's store keeps the default minute"
+    " before another replica takes the work over; the test waits a few seconds instead"
+)
 # Every variable a local process gets beside its desired-state function's output, and why.
 OVERLAY: dict[str, str] = {
     DSN_ENV: (
@@ -68,6 +74,7 @@ OVERLAY: dict[str, str] = {
     auth_names.MEMORY_USER_CA_FILE: _USER_CA_WHY,
     auth_names.AGENT_RBAC: _RBAC_WHY,
     MODEL_TIMEOUT: _MODEL_TIMEOUT_WHY,
+    LEASE_TTL: _LEASE_TTL_WHY,
 }
 # A secured process's API server and own token (unset locally) and the CA it trusts.
 _NO_API_SERVER = {

@@ -267,11 +267,16 @@ def plan_stack(
         )
         if secured and secure_dir is not None:
             _secured(plan[key], "Agent", agent_objects, secure_dir, users=posture.user_identity)
+    check_overlays(plan)
+    return plan
+
+
+def check_overlays(plan: dict[str, ProcessSpec]) -> None:
+    """Every variable a process gets beside its desired state is one ``OVERLAY`` explains."""
     for spec_ in plan.values():
         unknown = set(spec_.overlay) - set(OVERLAY)
         if unknown:
             raise StackError(f"{spec_.key}: undocumented overlay keys {sorted(unknown)}")
-    return plan
 
 
 def _exposed(samples: Samples, peer: str) -> bool:

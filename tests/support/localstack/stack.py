@@ -26,7 +26,7 @@ from tests.support.localstack.database import Database
 from tests.support.localstack.environment import runtime_variables
 from tests.support.localstack.errors import StackError
 from tests.support.localstack.overlay import OVERLAY, user_provider_root
-from tests.support.localstack.plan import EMBEDDINGS, plan_stack
+from tests.support.localstack.plan import EMBEDDINGS, check_overlays, plan_stack
 from tests.support.localstack.samples import NAMESPACE, Samples, Storage, load_samples
 from tests.support.localstack.spec import ProcessSpec
 from tests.support.memory import MemoryDb
@@ -104,6 +104,8 @@ class LocalStack:
                 secure_dir=None if self.issuer is None else self.root / "secured",
             )
             self._replan()
+            # A variant's overlay too is one OVERLAY explains.
+            check_overlays(self.plan)
             if self.issuer is not None:
                 self._log(f"   starting {'service-account issuer':<28} local on {self.issuer.url}")
                 self.issuer.start()
