@@ -7,18 +7,23 @@ readers in other processes (tests, operators' debugging) never block the writer,
 A recall's read of one session runs on the event loop (``LoopReads``), on a second,
 read-only connection: a few indexed rows read in less time than the hop to the writer's
 thread and back, and under WAL a reader neither waits for the writer nor holds it up.
+
+A window append runs on the event loop too (``LoopWrites``), on a third connection, when
+the write lock is free at that moment: its busy timeout is zero, so it never waits for the
+thread's transaction (the append then takes the thread, in line), and it never
+checkpoints (a checkpoint may wait on the disk): the store has the thread do that.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor, Statement
+from kaos_memory.storage.sql.dialect import ColumnTypes, Cursor, Statement, WriterBusy
 
 TYPES = ColumnTypes(
     identity="INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -45,6 +50,40 @@ def _read(conn: sqlite3.Connection, statements: Sequence[Statement]) -> list[lis
         cur.close()
 
 
+@contextmanager
+def _immediate(conn: sqlite3.Connection, *, wait: bool) -> Iterator[Cursor]:
+    """One ``BEGIN IMMEDIATE`` transaction (the database's one write lock); without
+    ``wait`` (a connection whose busy timeout is zero), ``WriterBusy`` when another
+    connection holds that lock."""
+    cur = conn.cursor()
+    try:
+        cur.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        cur.close()
+        # The primary code: SQLite may report an extended one (SQLITE_BUSY_RECOVERY, ...).
+        if not wait and exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+            raise WriterBusy from None
+        raise
+    try:
+        yield cur
+    except BaseException:
+        cur.execute("ROLLBACK")
+        raise
+    else:
+        cur.execute("COMMIT")
+    finally:
+        cur.close()
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    """What every writing connection to the file sets."""
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=5000")
+    # Deleted rows are overwritten with zeros, not left in free pages (erasure).
+    conn.execute("PRAGMA secure_delete=ON")
+
+
 class SqliteDialect:
     threads = 1
     types = TYPES
@@ -53,16 +92,13 @@ class SqliteDialect:
         self.path = path
         self._conn: sqlite3.Connection | None = None
         self._loop_conn: sqlite3.Connection | None = None
+        self._loop_writer: sqlite3.Connection | None = None
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # The connection moves to the store's one executor thread; only that thread uses it.
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=5000")
-        # Deleted rows are overwritten with zeros, not left in free pages (erasure).
-        conn.execute("PRAGMA secure_delete=ON")
+        _configure(conn)
         self._conn = conn
 
     def close(self) -> None:
@@ -77,11 +113,18 @@ class SqliteDialect:
         # A reader waits only while the WAL's index is rebuilt; never long on the loop.
         conn.execute(f"PRAGMA busy_timeout={_LOOP_BUSY_MS}")
         self._loop_conn = conn
+        writer = sqlite3.connect(self.path, isolation_level=None)
+        _configure(writer)
+        # Never wait for the write lock on the loop, never checkpoint there (see the module).
+        writer.execute("PRAGMA busy_timeout=0")
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        self._loop_writer = writer
 
     async def close_async(self) -> None:
-        conn, self._loop_conn = self._loop_conn, None
-        if conn is not None:
-            conn.close()
+        for conn in (self._loop_conn, self._loop_writer):
+            if conn is not None:
+                conn.close()
+        self._loop_conn = self._loop_writer = None
 
     async def read_async(self, statements: Sequence[Statement]) -> list[list[Any]]:
         """``read`` on the loop's connection: the statements see one snapshot."""
@@ -92,21 +135,20 @@ class SqliteDialect:
     def sql(self, text: str) -> str:
         return text.replace("%s", "?")
 
-    @contextmanager
-    def transaction(self) -> Iterator[Cursor]:
+    def transaction(self) -> AbstractContextManager[Cursor]:
         if self._conn is None:
             raise RuntimeError("sqlite store is not open")
-        cur = self._conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
-        try:
-            yield cur
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        else:
-            cur.execute("COMMIT")
-        finally:
-            cur.close()
+        return _immediate(self._conn, wait=True)
+
+    def transaction_now(self) -> AbstractContextManager[Cursor]:
+        if self._loop_writer is None:
+            raise RuntimeError("sqlite store is not open")
+        return _immediate(self._loop_writer, wait=False)
+
+    def checkpoint(self) -> None:
+        if self._conn is None:
+            raise RuntimeError("sqlite store is not open")
+        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
     def read(self, statements: Sequence[Statement]) -> list[list[Any]]:
         if self._conn is None:

@@ -4,9 +4,10 @@ Every public call is one hop to a small thread pool (one thread for SQLite, whos
 a single writer; a few for PostgreSQL), where one transaction runs one of the plain
 functions of ``window``, ``folds``, ``leases`` or ``erasure``; the event loop never blocks
 on the database. The clock is read once per call, when its transaction begins. The one
-exception is a recall's read of a session on a dialect that reads on the event loop
-(``LoopReads``: PostgreSQL on its async pool, SQLite on a read-only connection), which
-needs no thread at all.
+exceptions: a recall's read of a session on a dialect that reads on the event loop
+(``LoopReads``: PostgreSQL on its async pool, SQLite on a read-only connection), and a
+window append on one that writes there while its write lock is free (``LoopWrites``:
+SQLite), which need no thread at all.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ from kaos_memory.storage.sql import (
     window,
 )
 from kaos_memory.storage.sql import retention as retention_sql
-from kaos_memory.storage.sql.dialect import Dialect, LoopReads, Tx
+from kaos_memory.storage.sql.dialect import Dialect, LoopReads, LoopWrites, Tx, WriterBusy
+from kaos_memory.storage.sql.loop_writer import LoopWriter
 from kaos_memory.storage.sql.errors import wrap
 from kaos_memory.storage.sql.folds import ExtractionOutcome
 
@@ -105,6 +107,9 @@ class SqlConversationStore:
         self._pool: ThreadPoolExecutor | None = None
         # Known once: a runtime protocol check costs more than the read it would route.
         self._loop_reads = dialect if isinstance(dialect, LoopReads) else None
+        self._loop_writer = (
+            LoopWriter(dialect, self._hop, clock) if isinstance(dialect, LoopWrites) else None
+        )
         # Set: every text is sealed under its owner's key (``encrypt``).
         self.keyring: Keyring | None = None
 
@@ -131,6 +136,19 @@ class SqlConversationStore:
     async def _run(self, fn: Callable[Concatenate[Tx, P], T], /, *a: P.args, **k: P.kwargs) -> T:
         """Run ``fn(tx, ...)`` in one transaction on the store's thread pool."""
         return await self._hop(functools.partial(self._in_transaction, fn, *a, **k))
+
+    async def _run_short(
+        self, fn: Callable[Concatenate[Tx, P], T], /, *a: P.args, **k: P.kwargs
+    ) -> T:
+        """``_run`` for a transaction of a few indexed statements (a window append): on the
+        event loop when the dialect writes there and its write lock is free now, sparing
+        the hop to the thread and back; else on the thread, in line behind its work."""
+        if self._loop_writer is not None and self._pool is not None:
+            try:
+                return await _wrapped(self._loop_writer.run(fn, *a, **k))
+            except WriterBusy:
+                pass
+        return await self._run(fn, *a, **k)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -171,6 +189,8 @@ class SqlConversationStore:
         try:
             if self.keyring is not None:
                 await self.keyring.close()
+            if self._loop_writer is not None:
+                await self._loop_writer.settled()
             if self._loop_reads is not None:
                 await self._loop_reads.close_async()
             await self._hop(self._db.close)
@@ -194,7 +214,7 @@ class SqlConversationStore:
     ) -> Appended:
         ring = self.keyring
         if ring is None:
-            return await self._run(
+            return await self._run_short(
                 window.append, attribution, turns, infer, policy, quota, None, said_at
             )
         owner = owner_of(attribution.principal, attribution.agent)
@@ -202,7 +222,7 @@ class SqlConversationStore:
             data_key = await _key_for(ring, owner)
             sealed = sealing.seal_turns(ring, data_key, attribution.key, turns)
             try:
-                return await self._run(
+                return await self._run_short(
                     window.append,
                     attribution,
                     sealed,
