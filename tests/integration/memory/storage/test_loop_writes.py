@@ -32,9 +32,7 @@ async def append(store: SqlConversationStore, session: str) -> int:
 
 
 async def window(store: SqlConversationStore, session: str) -> list[str]:
-    read = await store.read_session(
-        said(session).key, "user-a", 50, turns=True, digest=False
-    )
+    read = await store.read_session(said(session).key, "user-a", 50, turns=True, digest=False)
     return [t.content for t in read.turns]
 
 

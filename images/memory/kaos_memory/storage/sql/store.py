@@ -67,9 +67,9 @@ from kaos_memory.storage.sql import (
 )
 from kaos_memory.storage.sql import retention as retention_sql
 from kaos_memory.storage.sql.dialect import Dialect, LoopReads, LoopWrites, Tx, WriterBusy
-from kaos_memory.storage.sql.loop_writer import LoopWriter
 from kaos_memory.storage.sql.errors import wrap
 from kaos_memory.storage.sql.folds import ExtractionOutcome
+from kaos_memory.storage.sql.loop_writer import LoopWriter
 
 P = ParamSpec("P")
 T = TypeVar("T")
