@@ -71,6 +71,13 @@ class AgentMemory(CRDModel):
                 "!has(self.tools) || self.tools == 'none' || has(self.memoryStore)",
                 "memory tools require a memoryStore",
             ),
+            (
+                "!has(self.writeAfterAnswer) || !self.writeAfterAnswer"
+                " || (has(self.memoryStore)"
+                " && (!has(self.failureMode) || self.failureMode == 'soft'))",
+                "writeAfterAnswer needs a memoryStore and failureMode soft (a strict write must"
+                " succeed before the answer leaves)",
+            ),
         )
     )
 
@@ -100,6 +107,14 @@ class AgentMemory(CRDModel):
     )
     failure_mode: FailureMode = Field(
         default="soft", description="strict: a failed memory write fails the turn."
+    )
+    write_after_answer: bool = Field(
+        default=False,
+        description="Send a turn's write to the MemoryStore after the answer instead of"
+        " before it (failureMode soft): the write's round trip leaves every answer's"
+        " latency. The session's next turn on the same pod waits for it; with more than one"
+        " replica a next turn on another pod, or a client reading the store right after an"
+        " answer, may miss a write still on its way.",
     )
 
     @field_validator("tools", mode="before")

@@ -29,6 +29,16 @@ async def refused(kube: KubeClient, ns: str, kind: str, spec: dict[str, Any]) ->
         ),
         ({"maxReadScope": "agent"}, "a maxReadScope other than session requires a memoryStore"),
         ({"tools": "all"}, "memory tools require a memoryStore"),
+        ({"writeAfterAnswer": True}, "writeAfterAnswer needs a memoryStore and failureMode soft"),
+        (
+            {
+                "type": "remote",
+                "memoryStore": "mem",
+                "failureMode": "strict",
+                "writeAfterAnswer": True,
+            },
+            "writeAfterAnswer needs a memoryStore and failureMode soft",
+        ),
         # The boolean of earlier versions is refused, naming the field.
         ({"type": "remote", "memoryStore": "mem", "tools": True}, "spec.config.memory.tools"),
     ],
@@ -100,6 +110,7 @@ async def test_valid_resources_get_defaults(kube: KubeClient, k8s_namespace: str
         "type": "local",
         "tools": "none",
         "failureMode": "soft",
+        "writeAfterAnswer": False,
     }
     store = await kube.create(MEMORYSTORES, k8s_namespace, body("MemoryStore", "m1", store_spec()))
     assert store["spec"]["storage"] == {"type": "local", "size": "1Gi"}

@@ -74,6 +74,7 @@ def test_binding_rules_are_in_the_schema() -> None:
     assert "memory type remote requires memoryStore; type local forbids it" in agent_rules
     assert "a maxReadScope other than session requires a memoryStore" in agent_rules
     assert "memory tools require a memoryStore" in agent_rules
+    assert any(m.startswith("writeAfterAnswer needs a memoryStore") for m in agent_rules)
     store_rules = _rules(MemoryStore)
     assert "a local MemoryStore has exactly one replica" in store_rules
     assert "external storage requires connectionSecret" in store_rules
@@ -105,6 +106,7 @@ def test_defaults_reach_nested_fields() -> None:
         "type": "local",
         "tools": "none",
         "failureMode": "soft",
+        "writeAfterAnswer": False,
     }
     assert memory["properties"]["type"]["default"] == "local"
     assert memory["properties"]["type"]["enum"] == ["local", "remote"]

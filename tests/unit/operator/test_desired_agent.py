@@ -103,6 +103,22 @@ def test_full_agent_env() -> None:
     assert env["AUTONOMOUS_INTERVAL_SECONDS"] == "30"
 
 
+@pytest.mark.parametrize(
+    ("memory", "sent"),
+    [
+        ({"type": "remote", "memoryStore": "mem", "writeAfterAnswer": True}, "true"),
+        ({"type": "remote", "memoryStore": "mem"}, None),
+        # A local window is written in the pod: there is no round trip to move.
+        ({"type": "local"}, None),
+    ],
+)
+def test_write_after_answer_is_the_agents_choice(
+    memory: dict[str, object], sent: str | None
+) -> None:
+    env = agent_env(agent(config={"memory": memory}), ctx(memory_endpoint="http://mem.ns.svc:8080"))
+    assert env.get("MEMORY_WRITE_AFTER_ANSWER") == sent
+
+
 def test_disabled_memory_is_none() -> None:
     env = agent_env(agent(config={"memory": {"enabled": False}}), ctx())
     assert env["MEMORY_TYPE"] == "none"

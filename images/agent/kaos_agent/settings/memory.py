@@ -57,7 +57,7 @@ class AgentMemorySettings(SettingsGroup):
         " session's next turn on this pod waits for it; a forget after the answer still"
         " wins). Saves the write's round trip where the memory service has cores of its"
         " own; a client that reads the store right after an answer may not see the turn yet",
-        env="MEMORY_WRITE_AFTER_ANSWER",
+        env=env.MEMORY_WRITE_AFTER_ANSWER,
         default=False,
     )
     token_budget: int = setting(

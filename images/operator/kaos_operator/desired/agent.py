@@ -221,6 +221,8 @@ def agent_env(agent: Agent, ctx: AgentContext) -> dict[str, str]:
     env[names.MEMORY_MAX_READ_SCOPE] = effective_read_scope(memory, ctx.store_ceiling)
     env[names.MEMORY_TOOLS] = memory.tools if mode == "remote" else "none"
     env[names.MEMORY_FAILURE_MODE] = memory.failure_mode
+    if memory.write_after_answer and mode == "remote":
+        env[names.MEMORY_WRITE_AFTER_ANSWER] = "true"
     # Posture: from the operator only, never from the Agent.
     env[names.MEMORY_REQUIRE_PRINCIPAL] = bool_env(ctx.posture.require_principal)
     env[names.MEMORY_REQUIRE_AGENT_IDENTITY] = bool_env(ctx.posture.require_agent_identity)
