@@ -3,7 +3,7 @@
 Every public call is one hop to a small thread pool (one thread for SQLite, whose file has
 a single writer; a few for PostgreSQL), where one transaction runs one of the plain
 functions of ``window``, ``folds``, ``leases`` or ``erasure``; the event loop never blocks
-on the database. The clock is read once per call, when its transaction begins. The one
+on the database. The clock is read once per call, when its transaction begins. Two
 exceptions: a recall's read of a session on a dialect that reads on the event loop
 (``LoopReads``: PostgreSQL on its async pool, SQLite on a read-only connection), and a
 window append on one that writes there while its write lock is free (``LoopWrites``:
