@@ -86,6 +86,32 @@ def test_the_runs_pods_are_not_the_agents_pods() -> None:
     assert job_labels["kaos.tools/schedule"] == "daily"
 
 
+def test_the_runs_pods_go_where_the_agents_pods_go() -> None:
+    placement = {
+        "nodeSelector": {"pool": "agents"},
+        "tolerations": [{"key": "dedicated", "value": "agents", "effect": "NoSchedule"}],
+        "priorityClassName": "agents",
+        "imagePullSecrets": [{"name": "registry"}],
+    }
+    pod_override = {
+        **placement,
+        "labels": {"team": "a"},
+        "annotations": {"example.com/note": "x"},
+        "volumes": [{"name": "scratch", "emptyDir": {}}],
+    }
+    a = agent("a1", schedules=[DAILY], pod=pod_override)
+    objs = desired_agent_objects(a, ctx())
+    template = cronjobs(objs)["a1-daily"]["spec"]["jobTemplate"]["spec"]["template"]
+    for field, value in placement.items():
+        assert template["spec"][field] == value
+    # The workload's own pod metadata and volumes stay on the agent's pods.
+    assert "team" not in template["metadata"]["labels"]
+    assert "annotations" not in template["metadata"] and "volumes" not in template["spec"]
+    agent_pod = by_kind(objs)["Deployment"]["spec"]["template"]
+    assert agent_pod["spec"]["nodeSelector"] == {"pool": "agents"}
+    assert agent_pod["metadata"]["labels"]["team"] == "a"
+
+
 def test_wall_time_budget_and_policy_reach_the_job() -> None:
     a = agent(
         "a1",

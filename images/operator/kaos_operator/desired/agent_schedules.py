@@ -6,6 +6,10 @@ with it. The CronJob controller keeps the history (three succeeded, three failed
 A run is a Job of one pod on the agent's image that sends the message to the agent's
 Service over A2A (``python -m kaos_agent.invoke``) and exits with the run's outcome.
 
+Placement: the run's pod goes where the Agent's pods may go and pulls the image as they
+do (``spec.pod``'s node selector, tolerations, affinity, spread, priority class and pull
+secrets), so a cluster that needs any of them to start the agent starts its runs too.
+
 Identity: with security on, the pod runs as the Agent's own ServiceAccount and presents
 the Agent's projected token of the peers' audience (``kaos.dev/agent``), exactly as a
 peer delegating to it would: a self-subjected run, never a shared secret. The Agent's
@@ -35,6 +39,7 @@ from kaos_operator.desired.common import (
     metadata,
     restricted_security_context,
 )
+from kaos_operator.desired.overrides import with_placement
 from kaos_operator.desired.security import TOKENS_VOLUME, agent_service_account
 
 # A CronJob's name may have 52 characters: its Jobs add "-<minutes since the epoch>".
@@ -169,7 +174,10 @@ def cronjob(
             "spec": {
                 "backoffLimit": 0,
                 "activeDeadlineSeconds": run_seconds(agent) + JOB_MARGIN_SECONDS,
-                "template": {"metadata": {"labels": labels}, "spec": pod},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": with_placement(pod, agent.spec.pod),
+                },
             },
         },
     }

@@ -200,6 +200,25 @@ def _merge_pod(template: Obj, pod: PodOverride) -> None:
         meta["labels"] = {**meta.get("labels", {}), **pod.labels}
     if pod.annotations:
         meta["annotations"] = {**meta.get("annotations", {}), **pod.annotations}
+    _merge_placement(spec, pod)
+    if pod.volumes:
+        spec["volumes"] = [*(spec.get("volumes") or []), *map(_wire, pod.volumes)]
+
+
+def with_placement(pod_spec: Obj, pod: PodOverride | None) -> Obj:
+    """A pod the operator runs beside a resource's workload (an Agent's schedule runs)
+    with the override's placement and pulling: where the pods may run (node selector,
+    tolerations, affinity, spread, priority) and the image pull secrets, so they start
+    wherever the workload's pods can. Not its labels, annotations or volumes: those are
+    the workload's pods' own."""
+    if pod is None:
+        return pod_spec
+    out = copy.deepcopy(pod_spec)
+    _merge_placement(out, pod)
+    return out
+
+
+def _merge_placement(spec: Obj, pod: PodOverride) -> None:
     if pod.node_selector:
         spec["nodeSelector"] = dict(pod.node_selector)
     if pod.tolerations:
@@ -212,8 +231,6 @@ def _merge_pod(template: Obj, pod: PodOverride) -> None:
         spec["priorityClassName"] = pod.priority_class_name
     if pod.image_pull_secrets:
         spec["imagePullSecrets"] = [_wire(r) for r in pod.image_pull_secrets]
-    if pod.volumes:
-        spec["volumes"] = [*(spec.get("volumes") or []), *map(_wire, pod.volumes)]
 
 
 def with_overrides(dep: Obj, spec: Overridable, **kwargs: Any) -> Obj:
