@@ -1,6 +1,7 @@
-"""A window append on SQLite runs on the event loop while the write lock is free, takes the
-store's thread when another connection holds it, and leaves the thread a checkpoint every
-``CHECKPOINT_EVERY`` appends so the write-ahead log does not grow without end.
+"""A window append on SQLite runs on the event loop while the store's thread is idle and
+the write lock free, goes to the thread in line behind work sent there before it, takes the
+thread too when another connection holds the lock, and leaves the thread a checkpoint
+every ``CHECKPOINT_EVERY`` appends so the write-ahead log does not grow without end.
 """
 
 from __future__ import annotations
@@ -19,6 +20,20 @@ from kaos_memory.storage.sql.sqlite import SqliteDialect
 from kaos_memory.storage.sql.store import SqlConversationStore
 
 NO_FOLD = FoldPolicy(trigger_tokens=10_000, target_tokens=10, max_events=10_000)
+INSERT_TURN = "INSERT INTO kaos_mem_turns"
+
+
+class WatchedDialect(SqliteDialect):
+    """SQLite, noting the thread each turn insert ran on."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.insert_threads: list[int] = []
+
+    def sql(self, text: str) -> str:
+        if text.startswith(INSERT_TURN):
+            self.insert_threads.append(threading.get_ident())
+        return super().sql(text)
 
 
 def said(session: str) -> Attribution:
@@ -42,8 +57,13 @@ def path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def store(path: Path) -> AsyncIterator[SqlConversationStore]:
-    s = SqlConversationStore(SqliteDialect(path))
+def dialect(path: Path) -> WatchedDialect:
+    return WatchedDialect(path)
+
+
+@pytest.fixture
+async def store(dialect: WatchedDialect) -> AsyncIterator[SqlConversationStore]:
+    s = SqlConversationStore(dialect)
     await s.start()
     try:
         yield s
@@ -51,27 +71,41 @@ async def store(path: Path) -> AsyncIterator[SqlConversationStore]:
         await s.close()
 
 
-async def test_an_append_does_not_wait_for_the_stores_thread(store: SqlConversationStore) -> None:
+async def test_an_append_runs_on_the_loop_while_the_thread_is_idle(
+    store: SqlConversationStore, dialect: WatchedDialect
+) -> None:
+    assert await append(store, "s1") == 2
+    assert dialect.insert_threads == [threading.get_ident()] * 2
+    assert await window(store, "s1") == ["hi", "hello from s1"]
+
+
+async def test_an_append_waits_in_line_behind_the_threads_work(
+    store: SqlConversationStore, dialect: WatchedDialect
+) -> None:
     release = threading.Event()
-    # The store's one thread, busy with work that holds no lock (until released).
-    busy = asyncio.ensure_future(store._hop(release.wait))
+    # Work sent to the store's thread first (a forget, a fold), still running.
+    earlier = asyncio.ensure_future(store._hop(release.wait))
     try:
-        # Bounded: on the thread this append would wait for ``release``, which never comes.
-        assert await asyncio.wait_for(append(store, "s1"), 10) == 2
-        assert await window(store, "s1") == ["hi", "hello from s1"]
-        assert not busy.done()
+        pending = asyncio.ensure_future(append(store, "s2"))
+        for _ in range(5):
+            await asyncio.sleep(0)  # let the append be sent where it goes
+        assert not pending.done() and dialect.insert_threads == []
     finally:
         release.set()
-        await busy
+        await earlier
+    assert await pending == 2
+    loop_thread = threading.get_ident()
+    assert len(dialect.insert_threads) == 2 and loop_thread not in dialect.insert_threads
+    assert await window(store, "s2") == ["hi", "hello from s2"]
 
 
-async def test_an_append_waits_in_line_while_another_connection_writes(
-    store: SqlConversationStore, path: Path
+async def test_an_append_takes_the_thread_while_another_connection_writes(
+    store: SqlConversationStore, dialect: WatchedDialect, path: Path
 ) -> None:
     other = sqlite3.connect(path, isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")
-        pending = asyncio.ensure_future(append(store, "s2"))
+        pending = asyncio.ensure_future(append(store, "s3"))
         # Let it start: it finds the lock held and goes to the thread, which waits for it.
         for _ in range(5):
             await asyncio.sleep(0)
@@ -80,7 +114,8 @@ async def test_an_append_waits_in_line_while_another_connection_writes(
         assert await pending == 2
     finally:
         other.close()
-    assert await window(store, "s2") == ["hi", "hello from s2"]
+    assert threading.get_ident() not in dialect.insert_threads
+    assert await window(store, "s3") == ["hi", "hello from s3"]
 
 
 async def test_the_thread_checkpoints_what_the_loop_wrote(

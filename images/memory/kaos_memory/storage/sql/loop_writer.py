@@ -3,10 +3,11 @@ leave to the store's thread.
 
 A window append is a few indexed statements: on SQLite it takes less time than the hop to
 the writer's thread and back (a thread wake-up each way, and the GIL handed over twice).
-When the database's write lock is free it runs on the loop's own connection at once;
-when the thread holds it (a fold, an erasure), ``WriterBusy`` sends the caller to the
-thread, in line. The loop's connection never checkpoints, since a checkpoint may wait on
-the disk, so every ``CHECKPOINT_EVERY`` appends the thread makes one.
+When the store's thread is idle and the database's write lock is free it runs on the
+loop's own connection at once; otherwise (the thread has work, or another process holds
+the lock: ``WriterBusy``) it goes to the thread, in line. The loop's connection never
+checkpoints, since a checkpoint may wait on the disk, so every ``CHECKPOINT_EVERY``
+appends the thread makes one.
 """
 
 from __future__ import annotations

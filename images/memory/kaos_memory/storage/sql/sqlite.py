@@ -9,9 +9,10 @@ read-only connection: a few indexed rows read in less time than the hop to the w
 thread and back, and under WAL a reader neither waits for the writer nor holds it up.
 
 A window append runs on the event loop too (``LoopWrites``), on a third connection, when
-the write lock is free at that moment: its busy timeout is zero, so it never waits for the
-thread's transaction (the append then takes the thread, in line), and it never
-checkpoints (a checkpoint may wait on the disk): the store has the thread do that.
+the store's thread is idle and the write lock is free at that moment: its busy timeout is
+zero, so it never waits for another process's transaction (the append then takes the
+thread, in line), and it never checkpoints (a checkpoint may wait on the disk): the store
+has the thread do that.
 """
 
 from __future__ import annotations

@@ -105,6 +105,8 @@ class SqlConversationStore:
         self._db = dialect
         self._clock = clock
         self._pool: ThreadPoolExecutor | None = None
+        # Hops sent to the thread and not ended (``_run_short`` writes on the loop only at 0).
+        self._hops = 0
         # Known once: a runtime protocol check costs more than the read it would route.
         self._loop_reads = dialect if isinstance(dialect, LoopReads) else None
         self._loop_writer = (
@@ -131,7 +133,13 @@ class SqlConversationStore:
             raise RuntimeError("conversation store is not started")
         # In the caller's context, so the active span is the one a fold row records.
         ctx = contextvars.copy_context()
-        return await _wrapped(asyncio.get_running_loop().run_in_executor(self._pool, ctx.run, fn))
+        self._hops += 1
+        try:
+            return await _wrapped(
+                asyncio.get_running_loop().run_in_executor(self._pool, ctx.run, fn)
+            )
+        finally:
+            self._hops -= 1
 
     async def _run(self, fn: Callable[Concatenate[Tx, P], T], /, *a: P.args, **k: P.kwargs) -> T:
         """Run ``fn(tx, ...)`` in one transaction on the store's thread pool."""
@@ -141,9 +149,12 @@ class SqlConversationStore:
         self, fn: Callable[Concatenate[Tx, P], T], /, *a: P.args, **k: P.kwargs
     ) -> T:
         """``_run`` for a transaction of a few indexed statements (a window append): on the
-        event loop when the dialect writes there and its write lock is free now, sparing
-        the hop to the thread and back; else on the thread, in line behind its work."""
-        if self._loop_writer is not None and self._pool is not None:
+        event loop when the dialect writes there, the store's thread has nothing to do and
+        the write lock is free, sparing the hop to the thread and back; else on the thread,
+        in line. So a write never overtakes work sent to the thread before it (a forget),
+        and the thread never waits for the loop's connection: a loop transaction ends
+        before the loop can send the thread anything."""
+        if self._loop_writer is not None and self._pool is not None and not self._hops:
             try:
                 return await _wrapped(self._loop_writer.run(fn, *a, **k))
             except WriterBusy:
