@@ -55,26 +55,6 @@ class LoopReads(Protocol):
     async def read_async(self, statements: Sequence[Statement]) -> list[list[Any]]: ...
 
 
-class WriterBusy(Exception):
-    """Another connection holds the database's write lock: no transaction was begun."""
-
-
-@runtime_checkable
-class LoopWrites(Protocol):
-    """A dialect that can also run a short write on the event loop's own connection, at
-    once or not at all (between ``open_async`` and ``close_async``)."""
-
-    def transaction_now(self) -> AbstractContextManager[Cursor]:
-        """``Dialect.transaction`` on the loop's connection; ``WriterBusy`` on entering
-        when the write lock is held elsewhere, instead of waiting for it."""
-        ...
-
-    def checkpoint(self) -> None:
-        """Copy the log's committed pages into the database (on the store's thread: it
-        may wait on the disk), which the loop's connection never does by itself."""
-        ...
-
-
 class Dialect(Protocol):
     """What a SQL backend provides to ``SqlConversationStore``."""
 
@@ -112,6 +92,26 @@ class Dialect(Protocol):
     def reclaim(self) -> None:
         """After an erasure, outside any transaction: make the deleted rows unreadable in
         the files where the backend can (see each dialect)."""
+        ...
+
+
+class WriterBusy(Exception):
+    """Another connection holds the database's write lock: no transaction was begun."""
+
+
+@runtime_checkable
+class LoopWrites(Dialect, Protocol):
+    """A dialect that can also run a short write on the event loop's own connection, at
+    once or not at all (between ``open_async`` and ``close_async``)."""
+
+    def transaction_now(self) -> AbstractContextManager[Cursor]:
+        """``Dialect.transaction`` on the loop's connection; ``WriterBusy`` on entering
+        when the write lock is held elsewhere, instead of waiting for it."""
+        ...
+
+    def checkpoint(self) -> None:
+        """Copy the log's committed pages into the database (on the store's thread: it
+        may wait on the disk), which the loop's connection never does by itself."""
         ...
 
 

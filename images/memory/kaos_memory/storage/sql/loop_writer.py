@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
 from kaos_memory.clock import Clock
-from kaos_memory.storage.sql.dialect import Dialect, LoopWrites, Tx
+from kaos_memory.storage.sql.dialect import LoopWrites, Tx
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +33,10 @@ CHECKPOINT_EVERY = 100
 class LoopWriter:
     def __init__(
         self,
-        dialect: Dialect,
+        dialect: LoopWrites,
         hop: Callable[[Callable[[], None]], Awaitable[None]],
         clock: Clock,
     ) -> None:
-        assert isinstance(dialect, LoopWrites)
-        self._writes: LoopWrites = dialect
         self._dialect = dialect
         self._hop = hop
         self._clock = clock
@@ -48,12 +46,12 @@ class LoopWriter:
     async def run(self, fn: Callable[Concatenate[Tx, P], T], /, *a: P.args, **k: P.kwargs) -> T:
         """``fn(tx, ...)`` in one transaction on the loop; ``WriterBusy`` when the write lock
         is held elsewhere (nothing was run)."""
-        with self._writes.transaction_now() as cur:
+        with self._dialect.transaction_now() as cur:
             result = fn(Tx(cur, self._dialect, self._clock()), *a, **k)
         self._since_checkpoint += 1
         if self._since_checkpoint >= CHECKPOINT_EVERY and self._checkpoint is None:
             self._since_checkpoint = 0
-            self._checkpoint = asyncio.ensure_future(self._hop(self._writes.checkpoint))
+            self._checkpoint = asyncio.ensure_future(self._hop(self._dialect.checkpoint))
             self._checkpoint.add_done_callback(self._checkpointed)
         return result
 

@@ -76,11 +76,11 @@ def _immediate(conn: sqlite3.Connection, *, wait: bool) -> Iterator[Cursor]:
         cur.close()
 
 
-def _configure(conn: sqlite3.Connection) -> None:
+def _configure(conn: sqlite3.Connection, *, busy_timeout_ms: int) -> None:
     """What every writing connection to the file sets."""
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=5000")
+    conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
     # Deleted rows are overwritten with zeros, not left in free pages (erasure).
     conn.execute("PRAGMA secure_delete=ON")
 
@@ -99,7 +99,7 @@ class SqliteDialect:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # The connection moves to the store's one executor thread; only that thread uses it.
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        _configure(conn)
+        _configure(conn, busy_timeout_ms=5000)
         self._conn = conn
 
     def close(self) -> None:
@@ -115,9 +115,8 @@ class SqliteDialect:
         conn.execute(f"PRAGMA busy_timeout={_LOOP_BUSY_MS}")
         self._loop_conn = conn
         writer = sqlite3.connect(self.path, isolation_level=None)
-        _configure(writer)
         # Never wait for the write lock on the loop, never checkpoint there (see the module).
-        writer.execute("PRAGMA busy_timeout=0")
+        _configure(writer, busy_timeout_ms=0)
         writer.execute("PRAGMA wal_autocheckpoint=0")
         self._loop_writer = writer
 
