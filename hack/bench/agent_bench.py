@@ -347,21 +347,20 @@ def start_all(model: ServiceProcess, root: Path, started: list[ServiceProcess]) 
     tools_env.update(MCP_HOST="127.0.0.1", MCP_PORT=str(port))
     mcp = [console_script("kaos-mcp")]
     started.append(start_service("mcp", mcp, port=port, env=tools_env, log_dir=root))
+    remote = {
+        "MEMORY_TYPE": "remote",
+        "MEMORY_ENDPOINT": started[0].url,
+        "AGENT_IDENTITY": "kaos://agent/bench/remote",
+        "MEMORY_MAX_READ_SCOPE": "agent",
+    }
     configs = {
         "off": {"MEMORY_TYPE": "none"},
         # Large enough for the whole replayed session: its growth is what is measured.
         "local": {"MEMORY_TYPE": "local", "MEMORY_TOKEN_BUDGET": "1000000"},
-        "remote": {
-            "MEMORY_TYPE": "remote",
-            "MEMORY_ENDPOINT": started[0].url,
-            "AGENT_IDENTITY": "kaos://agent/bench/remote",
-            "MEMORY_MAX_READ_SCOPE": "agent",
-        },
+        "remote": remote,
         "after": {
-            "MEMORY_TYPE": "remote",
-            "MEMORY_ENDPOINT": started[0].url,
+            **remote,
             "AGENT_IDENTITY": "kaos://agent/bench/after",
-            "MEMORY_MAX_READ_SCOPE": "agent",
             "MEMORY_WRITE_AFTER_ANSWER": "true",
         },
         "tools": {"MEMORY_TYPE": "none", "MCP_SERVERS": f"tools:{started[1].url}"},
