@@ -68,6 +68,11 @@ _TEXT_OUTPUT_MODES = frozenset({"text", "tool", "auto"})
 MAX_RETRIES = 2
 _RETRYABLE = frozenset({408, 409, 429})
 _MAX_RETRY_AFTER = 60.0
+# A connection to a model in reach opens in milliseconds. One that does not open in this
+# long goes nowhere (a pod gone behind its Service, its SYN dropped until the connection
+# tracking entry for it expires, which takes minutes): it is given up and retried on a new
+# connection, rather than waited on for the whole model timeout.
+CONNECT_TIMEOUT = 10.0
 
 Sleep = Callable[[float], Any]
 _Built = TypeVar("_Built", chat.ChatCompletion, ChatCompletionChunk)
@@ -118,6 +123,7 @@ class ChatCompletionsModel(OpenAIChatModel):
         http: aiohttp.ClientSession,
         profile: ModelProfileSpec | None = None,
         sleep: Sleep = asyncio.sleep,
+        connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         super().__init__(
             model_name, provider=OpenAIProvider(base_url=base_url, api_key=api_key), profile=profile
@@ -126,6 +132,7 @@ class ChatCompletionsModel(OpenAIChatModel):
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         self._http = http
         self._sleep = sleep
+        self._connect_timeout = connect_timeout
 
     async def _completions_create(  # type: ignore[override]
         self,
@@ -171,10 +178,10 @@ class ChatCompletionsModel(OpenAIChatModel):
 
     async def _send(self, body: bytes, read_timeout: float | None) -> aiohttp.ClientResponse:
         """The model's answer to ``body`` with a success status, retried as the SDK does."""
-        # As httpx's timeout: to connect, and between two reads (a stream may take long).
-        limits = aiohttp.ClientTimeout(
-            total=None, sock_connect=read_timeout, sock_read=read_timeout
-        )
+        # As httpx's timeout: between two reads (a stream may take long); to connect, at
+        # most the connect bound.
+        connect = min(self._connect_timeout, read_timeout or self._connect_timeout)
+        limits = aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read_timeout)
         for attempt in range(MAX_RETRIES + 1):
             last = attempt == MAX_RETRIES
             try:

@@ -9,9 +9,11 @@ path and through pydantic-ai's graph.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,7 +139,7 @@ def sdk_model(url: str) -> Model:
 
 
 @asynccontextmanager
-async def kaos_model(url: str) -> AsyncIterator[ChatCompletionsModel]:
+async def kaos_model(url: str, **options: Any) -> AsyncIterator[ChatCompletionsModel]:
     async with aiohttp.ClientSession() as http:
         yield ChatCompletionsModel(
             "m",
@@ -146,6 +148,7 @@ async def kaos_model(url: str) -> AsyncIterator[ChatCompletionsModel]:
             http=http,
             profile=_token_cap_as_max_tokens,
             sleep=_no_wait,
+            **options,
         )
 
 
@@ -345,6 +348,46 @@ async def test_no_server_is_a_connection_error() -> None:
             await model.request(
                 [ModelRequest(parts=[UserPromptPart("hi")])], None, ModelRequestParameters()
             )
+
+
+@contextmanager
+def dropping_listener() -> Iterator[str]:
+    """The URL of a port whose connections never open: its accept queue is full, so the
+    kernel drops every further SYN, as a Service's traffic to a pod that is gone is
+    dropped."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        queued = []
+        try:
+            # A backlog of 0 holds one connection; the second makes sure it is full.
+            for _ in range(2):
+                client = socket.socket()
+                client.setblocking(False)
+                client.connect_ex(("127.0.0.1", port))
+                queued.append(client)
+            yield f"http://127.0.0.1:{port}/v1"
+        finally:
+            for client in queued:
+                client.close()
+
+
+async def test_a_connection_that_does_not_open_is_retried_not_waited_on() -> None:
+    SLEPT.clear()
+    with dropping_listener() as url:
+        async with kaos_model(url, connect_timeout=0.2) as model:
+            # Well within the model's own timeout: the client gives up on the connection,
+            # not on the model.
+            async with asyncio.timeout(30):
+                with pytest.raises(ModelConnectionError):
+                    await model.request(
+                        [ModelRequest(parts=[UserPromptPart("hi")])],
+                        {"timeout": 60},
+                        ModelRequestParameters(),
+                    )
+    # Three tries, each on a new connection, with a backoff before each retry.
+    assert len(SLEPT) == 2
 
 
 async def test_an_answer_that_is_not_json_is_unexpected() -> None:
