@@ -283,3 +283,41 @@ def _on_real_node(
     finally:
         if not given:
             take_down()
+
+
+# What a failed test's report carries from the cluster: every pod of the test namespace
+# and the last lines of each one's containers, so a failure in CI says which component
+# stalled (a timed-out request says only that something did).
+LOG_LINES = 25
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call" and report.failed:
+        deployment = _deployment_of(item)
+        if deployment is not None:
+            report.sections.append(("the cluster at the failure", _cluster_state(deployment)))
+    return report
+
+
+def _deployment_of(item: pytest.Item) -> KindDeployment | None:
+    """The test's deployment: its ``kind`` fixture, or one a fixture of it holds."""
+    for value in getattr(item, "funcargs", {}).values():
+        if isinstance(value, KindDeployment):
+            return value
+        inner = getattr(value, "kind", None)
+        if isinstance(inner, KindDeployment):
+            return inner
+    return None
+
+
+def _cluster_state(kind: KindDeployment) -> str:
+    try:
+        pods = kind.kubectl("get", "pods", "-o", "wide", check=False, timeout=30).stdout
+        names = kind.kubectl("get", "pods", "-o", "name", check=False, timeout=30).stdout.split()
+        tail = ("--all-containers", "--prefix", f"--tail={LOG_LINES}")
+        logs = [kind.kubectl("logs", name, *tail, check=False, timeout=30).stdout for name in names]
+    except subprocess.TimeoutExpired as exc:
+        return f"the cluster did not answer: {exc}"
+    return "\n".join([pods, *logs])
