@@ -14,6 +14,9 @@ afterwards, waiting until it is gone before the next size. Figures per size:
   that bring-up, and in steady state: over a quiet window (``--quiet``) after Ready in
   which nothing changes;
 - the operator's resident memory (VmRSS and its peak VmHWM, from /proc) at rest;
+- the floor (``operator_floor``): the objects the operator made, created again in a fresh
+  namespace with no operator, and the seconds until every Deployment is available: the
+  cluster's own share of the bring-up (``--no-floor`` skips it);
 - the latency of one change: one Agent's instructions patched while the others sit
   still, until its Deployment carries them (seen through a watch), over ``--changes``
   Agents one after another.
@@ -45,41 +48,23 @@ from kaos_operator.kube import (  # noqa: E402
     OWNED_TYPES,
     KubeClient,
     Obj,
-    ResourceType,
 )
 from kaos_operator.watch import Informer  # noqa: E402
+from operator_floor import NODES, Floor, available, bring_up, deleted, kwok_node  # noqa: E402
 
 from tests.e2e.operator.helpers import (  # noqa: E402
     RT_OF,
     body,
-    delete_volumes,
     proxy_api,
     store_spec,
     volume_for,
 )
 from tests.fixtures.operator import install_crds  # noqa: E402
-from tests.support.cluster import KWOK_NODE_ANNOTATION  # noqa: E402
 from tests.support.procs import console_script, free_port, start_service  # noqa: E402
 
 SELECTOR = "app.kubernetes.io/managed-by=kaos-operator"
-NODES = ResourceType("", "v1", "nodes", "Node", namespaced=False)
 POLL = 0.2  # seconds between looks at the bench's own watch caches
-
-
-def bench_node(name: str, pods: int) -> dict[str, Any]:
-    """A kwok-simulated node with room for the benchmark's pods (removed afterwards)."""
-    key, value = KWOK_NODE_ANNOTATION
-    capacity = {"cpu": "256", "memory": "2048Gi", "pods": str(pods)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {key: value},
-            "labels": {"kubernetes.io/hostname": name, "type": "kwok"},
-        },
-        "status": {"allocatable": capacity, "capacity": capacity},
-    }
+CONCURRENCY = 16  # creates in flight, of custom resources and of the floor's objects
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -138,6 +123,9 @@ class Result:
     changes_s: list[float] = field(default_factory=list)
     reconciles: int = 0
     errors: int = 0
+    # What the operator made, for the floor (the same objects with no operator).
+    made: list[Obj] = field(default_factory=list)
+    floor: Floor | None = None
 
 
 class Watched:
@@ -165,11 +153,7 @@ class Watched:
         return sum(len(i.cache) for i in self.owned)
 
     def available(self) -> int:
-        return sum(
-            1
-            for d in self.deployments.cache.values()
-            if (d.get("status") or {}).get("availableReplicas")
-        )
+        return available(self.deployments)
 
     async def timeline(self, started: float, every: float) -> None:
         """A progress line every ``every`` seconds (where the time goes)."""
@@ -228,7 +212,7 @@ async def run_size(
         NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
     )
     node = f"{ns}-node"
-    await kube.create(NODES, None, bench_node(node, agents + stores + 10))
+    await kube.create(NODES, None, kwok_node(node, agents + stores + 10))
     port = free_port()
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="kaos-operator-bench-"))
     env = {
@@ -255,7 +239,7 @@ async def run_size(
     seen = Watched(kube, ns)
     try:
         await seen.start()
-        sem = asyncio.Semaphore(16)
+        sem = asyncio.Semaphore(CONCURRENCY)
 
         async def make(kind: str, name: str, spec: dict[str, Any]) -> None:
             async with sem:
@@ -310,19 +294,12 @@ async def run_size(
             latency = await change_latency(kube, ns, seen, f"agent-{(i * 7919) % agents}")
             if latency is not None:
                 result.changes_s.append(latency)
+        result.made = [o for informer in seen.owned for o in informer.cache.values()]
         return result
     finally:
         await seen.stop()
         proc.stop()
-        await kube.delete(NAMESPACES, None, ns)
-        await delete_volumes(kube, ns)
-        await kube.delete(NODES, None, node)
-        # The next size must not share the machine with this one's garbage collection
-        # (after the last one it goes on after the bench, as any namespace deletion does).
-        for _ in range(int(args.timeout) if agents != args.sizes[-1] else 0):
-            if await kube.get(NAMESPACES, None, ns) is None:
-                break
-            await asyncio.sleep(1)  # poll interval of the namespace's deletion
+        await deleted(kube, ns, node, args.timeout)
 
 
 def per_object(requests: dict[str, int], objects: int) -> float:
@@ -348,6 +325,12 @@ def report(r: Result) -> list[str]:
         f" peak {r.rss_kib.get('VmHWM', 0) / 1024:.0f} MB",
         f"reconciles: {r.reconciles}, errors: {r.errors}",
     ]
+    if r.floor is not None:
+        lines.append(
+            f"floor: the operator's {r.floor.objects} objects created directly, no operator:"
+            f" all {r.floor.deployments} Deployments available after"
+            f" {secs(r.floor.available_s)}"
+        )
     if r.changes_s:
         lines.append(
             f"one changed Agent reconciled (patch to Deployment): median"
@@ -359,10 +342,10 @@ def report(r: Result) -> list[str]:
 
 def table(results: list[Result]) -> list[str]:
     head = (
-        "| Agents | stores | objects | Ready | bring-up req/obj | steady req/obj"
+        "| Agents | stores | objects | Ready | floor | bring-up req/obj | steady req/obj"
         " | RSS (peak) MB | change ms (max) |"
     )
-    rows = [head, "|" + "---|" * 8]
+    rows = [head, "|" + "---|" * 9]
     for r in results:
         change = (
             f"{statistics.median(r.changes_s) * 1000:.0f} ({max(r.changes_s) * 1000:.0f})"
@@ -370,8 +353,11 @@ def table(results: list[Result]) -> list[str]:
             else "-"
         )
         ready = f"{r.ready_s:.1f}s" if r.ready_s is not None else "timed out"
+        floor = "-"
+        if r.floor is not None:
+            floor = f"{r.floor.available_s:.1f}s" if r.floor.available_s else "timed out"
         rows.append(
-            f"| {r.agents} | {r.stores} | {r.objects} | {ready}"
+            f"| {r.agents} | {r.stores} | {r.objects} | {ready} | {floor}"
             f" | {per_object(r.bringup, r.objects):.2f} | {per_object(r.steady, r.objects):.3f}"
             f" | {r.rss_kib.get('VmRSS', 0) / 1024:.0f} ({r.rss_kib.get('VmHWM', 0) / 1024:.0f})"
             f" | {change} |"
@@ -391,6 +377,10 @@ async def bench(args: argparse.Namespace) -> int:
     try:
         for agents in args.sizes:
             result = await run_size(kube, kubeconfig, args, agents)
+            if not args.no_floor:
+                result.floor = await bring_up(
+                    kube, result.made, concurrency=CONCURRENCY, within=args.timeout, poll=POLL
+                )
             print("\n".join(report(result)), flush=True)
             results.append(result)
     finally:
@@ -418,6 +408,11 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=5, help="single-Agent changes timed")
     parser.add_argument(
         "--no-crds", action="store_true", help="the cluster has the CRDs: do not install them"
+    )
+    parser.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="skip the floor: the operator's objects created again directly, with no operator",
     )
     parser.add_argument("--profile", help="run the operator under cProfile: stats to PATH.<size>")
     parser.add_argument("--timeline", type=float, default=0, help="progress every N s")
