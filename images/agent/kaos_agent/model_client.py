@@ -68,10 +68,10 @@ _TEXT_OUTPUT_MODES = frozenset({"text", "tool", "auto"})
 MAX_RETRIES = 2
 _RETRYABLE = frozenset({408, 409, 429})
 _MAX_RETRY_AFTER = 60.0
-# A connection to a model in reach opens in milliseconds. One that does not open in this
-# long goes nowhere (a pod gone behind its Service, its SYN dropped until the connection
-# tracking entry for it expires, which takes minutes): it is given up and retried on a new
-# connection, rather than waited on for the whole model timeout.
+# A connection to a model in reach opens in milliseconds. One that has not opened in this
+# long is going nowhere (on the test cluster, the first connection to a Hosted model's
+# replaced pod sometimes never opened): it is given up and retried on a new connection,
+# rather than waited on for the whole model timeout.
 CONNECT_TIMEOUT = 10.0
 
 Sleep = Callable[[float], Any]

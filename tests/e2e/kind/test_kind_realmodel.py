@@ -443,11 +443,10 @@ def test_restarted_ollama_pod_is_ready_without_pulling_again(real_model: RealMod
     wait_until(back, timeout=MODEL_READY_TIMEOUT, what="a new Ollama pod Ready")
     wait_for_condition(kind, "modelapis", "smollm2", "ModelPulled", "True")
     mark = token()
-    # Asked of the agent on the Hosted ModelAPI itself: the first connections to a
-    # replaced pod may go nowhere for a while (a connection opened to the Service as the
-    # old pod went is dropped until its tracking entry expires); the agent gives such a
-    # connection up and opens another (kaos_agent.model_client.CONNECT_TIMEOUT), where
-    # LiteLLM, in front of it for real-chat, waits out its own request timeout.
+    # Asked of the agent on the Hosted ModelAPI itself: the first connection to the
+    # replaced pod sometimes never opens; the agent gives it up and opens another
+    # (kaos_agent.model_client.CONNECT_TIMEOUT), where LiteLLM, in front of the pod for
+    # real-chat, waits it out for its own request timeout.
     answer = answer_text(
         ask(kind, "real-tools", QUESTION, session=f"again-{mark}", principal=f"ann-{mark}")
     )
