@@ -58,7 +58,8 @@ class ModelSettings(SettingsGroup):
     name: str = setting("model name", env=env.MODEL_NAME, min_length=1)
     api_key: str = setting("bearer for the ModelAPI", env=env.MODEL_API_KEY, default="not-needed")
     timeout_seconds: float = setting(
-        "per model request; also the MCP connect and read timeout",
+        "per model request (a connection that has not opened in 10 s is retried on a new"
+        " one); also the MCP connect and read timeout",
         env=env.MODEL_TIMEOUT_SECONDS,
         default=120.0,
         gt=0,
