@@ -335,16 +335,19 @@ class KmsKeyEncryptionKey:
         except KmsError as exc:
             if exc.code != "AlreadyExistsException":
                 raise
-            meta = await self._describe(alias)
-            if meta is not None and meta.get("Arn") == arn:
-                return arn  # our own CreateAlias, asked twice (``_post``)
-            # Another replica created the owner's key first: use theirs, retire ours.
-            await self._schedule_deletion(arn)
-            if meta is None or meta.get("KeyState") != "Enabled":
-                raise KmsUnavailable("the owner's KMS key changed while it was created") from None
-            return str(meta["Arn"])
-        log.info("owner's KMS key created", extra={"kms_key": arn, "alias": alias})
-        return arn
+        # Read back whichever way it went: the alias names our key (created, or our own
+        # CreateAlias asked twice by ``_post``) or another replica's, which created the
+        # owner's key first. A KMS whose alias creation is not atomic (Local KMS: two
+        # CreateAlias at once both succeed, the last one standing) lands here too.
+        meta = await self._describe(alias)
+        if meta is not None and meta.get("Arn") == arn:
+            log.info("owner's KMS key created", extra={"kms_key": arn, "alias": alias})
+            return arn
+        # Another replica's key is the owner's: use theirs, retire ours.
+        await self._schedule_deletion(arn)
+        if meta is None or meta.get("KeyState") != "Enabled":
+            raise KmsUnavailable("the owner's KMS key changed while it was created")
+        return str(meta["Arn"])
 
     async def _describe(self, key_id: str) -> dict[str, Any] | None:
         answer = await self._call("DescribeKey", {"KeyId": key_id}, tolerate={"NotFoundException"})
