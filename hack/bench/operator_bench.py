@@ -50,7 +50,15 @@ from kaos_operator.kube import (  # noqa: E402
     Obj,
 )
 from kaos_operator.watch import Informer  # noqa: E402
-from operator_floor import NODES, Floor, available, bring_up, deleted, kwok_node  # noqa: E402
+from operator_floor import (  # noqa: E402
+    NODES,
+    Floor,
+    available,
+    bring_up,
+    deleted,
+    kwok_node,
+    wait_for,
+)
 
 from tests.e2e.operator.helpers import (  # noqa: E402
     RT_OF,
@@ -63,7 +71,6 @@ from tests.fixtures.operator import install_crds  # noqa: E402
 from tests.support.procs import console_script, free_port, start_service  # noqa: E402
 
 SELECTOR = "app.kubernetes.io/managed-by=kaos-operator"
-POLL = 0.2  # seconds between looks at the bench's own watch caches
 CONCURRENCY = 16  # creates in flight, of custom resources and of the floor's objects
 
 
@@ -170,14 +177,6 @@ class Watched:
         return sum(
             1 for a in self.agents.cache.values() if (a.get("status") or {}).get("phase") == "Ready"
         )
-
-
-async def wait_for(probe: Any, started: float, within: float) -> float | None:
-    while not probe():
-        if time.monotonic() - started > within:
-            return None
-        await asyncio.sleep(POLL)
-    return time.monotonic() - started
 
 
 async def change_latency(kube: KubeClient, ns: str, seen: Watched, name: str) -> float | None:
@@ -379,7 +378,7 @@ async def bench(args: argparse.Namespace) -> int:
             result = await run_size(kube, kubeconfig, args, agents)
             if not args.no_floor:
                 result.floor = await bring_up(
-                    kube, result.made, concurrency=CONCURRENCY, within=args.timeout, poll=POLL
+                    kube, result.made, concurrency=CONCURRENCY, within=args.timeout
                 )
             print("\n".join(report(result)), flush=True)
             results.append(result)

@@ -16,7 +16,7 @@ import asyncio
 import copy
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from tests.e2e.operator.helpers import delete_volumes, volume_for
 from tests.support.cluster import KWOK_NODE_ANNOTATION
 
 NODES = ResourceType("", "v1", "nodes", "Node", namespaced=False)
+POLL = 0.2  # seconds between looks at the bench's own watch caches
 
 # Set by the API server or a controller on the objects the operator made; sent again they
 # would be refused (uid, resourceVersion, a Service's address) or bind the copy to the
@@ -73,6 +74,15 @@ def available(deployments: Informer) -> int:
     return sum(
         1 for d in deployments.cache.values() if (d.get("status") or {}).get("availableReplicas")
     )
+
+
+async def wait_for(probe: Callable[[], bool], started: float, within: float) -> float | None:
+    """Seconds from ``started`` until ``probe()`` holds; None when ``within`` passes first."""
+    while not probe():
+        if time.monotonic() - started > within:
+            return None
+        await asyncio.sleep(POLL)
+    return time.monotonic() - started
 
 
 async def deleted(kube: KubeClient, ns: str, node: str, within: float) -> None:
@@ -123,7 +133,6 @@ async def bring_up(
     *,
     concurrency: int,
     within: float,
-    poll: float,
 ) -> Floor:
     """Create ``objects`` in a fresh namespace and time until every Deployment among them
     is available; the namespace, its node and its volumes are deleted afterwards."""
@@ -152,11 +161,9 @@ async def bring_up(
 
         started = time.monotonic()
         await asyncio.gather(*(make(o) for o in wanted))
-        while time.monotonic() - started < within:
-            if available(seen) >= len(deployments):
-                floor.available_s = time.monotonic() - started
-                break
-            await asyncio.sleep(poll)  # between two looks at the watch's cache
+        floor.available_s = await wait_for(
+            lambda: available(seen) >= len(deployments), started, within
+        )
         return floor
     finally:
         watching.cancel()
