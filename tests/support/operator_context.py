@@ -7,6 +7,7 @@ cache, as the next watch event would); ``apply_errors`` makes the next applies f
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from kaos_operator.settings import ReconcileSettings
 from tests.support.operator_objects import IMAGES, OPEN
 
 API_VERSION = "kaos.tools/v1alpha1"
+# A backend read on loopback ends well within this.
+WAKE_TIMEOUT = 30.0
 
 
 @dataclass
@@ -40,6 +43,8 @@ class FakeContext:
     events: list[Event] = field(default_factory=list)
     apply_errors: list[ApiError] = field(default_factory=list)
     status_errors: list[ApiError] = field(default_factory=list)
+    requeued: list[tuple[str, str, str]] = field(default_factory=list)
+    _woken: asyncio.Event | None = None
 
     # -- test set-up -------------------------------------------------------------------
 
@@ -98,6 +103,20 @@ class FakeContext:
 
     async def record_event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
         self.events.append(Event(obj["metadata"]["name"], type_, reason, message))
+
+    def requeue(self, kind: str, namespace: str, name: str) -> None:
+        self.requeued.append((kind, namespace, name))
+        if self._woken is not None:
+            self._woken.set()
+
+    async def woken(self, kind: str, namespace: str, name: str) -> None:
+        """Until ``requeue`` has been asked for the resource (a backend read has ended),
+        as the queue would then reconcile it; forgets that ask."""
+        key = (kind, namespace, name)
+        while key not in self.requeued:
+            self._woken = asyncio.Event()
+            await asyncio.wait_for(self._woken.wait(), WAKE_TIMEOUT)
+        self.requeued.remove(key)
 
 
 def raw(kind: str, name: str, spec: dict[str, Any], namespace: str = "ns") -> Obj:

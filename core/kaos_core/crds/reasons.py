@@ -72,11 +72,13 @@ RUNTIME_NOT_FOUND: Final = "RuntimeNotFound"
 TOOLS_LISTED: Final = "ToolsListed"
 TOOLS_READ: Final = "ToolsRead"
 TOOL_LIST_FAILED: Final = "ToolListFailed"
+TOOLS_LISTING: Final = "ToolsListing"
 # ModelAPI: status.modelCapabilities read from the backend once its Deployment is
 # available (condition CapabilitiesRead): Ollama's /api/show, LiteLLM's /model/info.
 CAPABILITIES_READ: Final = "CapabilitiesRead"
 CAPABILITIES_REPORTED: Final = "CapabilitiesReported"
 CAPABILITY_READ_FAILED: Final = "CapabilityReadFailed"
+CAPABILITIES_READING: Final = "CapabilitiesReading"
 WAITING_FOR_DEPLOYMENT: Final = "WaitingForDeployment"
 # Agent: whether its model can call the tools it is offered (condition ToolsSupported),
 # from the ModelAPI's status.modelCapabilities; absent while unknown or without tools.

@@ -49,6 +49,10 @@ class ReconcileContext(Protocol):
         """A Kubernetes Event on ``obj``, best effort (never raises)."""
         ...
 
+    def requeue(self, kind: str, namespace: str, name: str) -> None:
+        """Reconcile the KAOS resource again (what it waited on beside the queue is done)."""
+        ...
+
 
 class WorkloadReader(Protocol):
     """Reads a reconciler makes only while a Deployment is not available, to say why

@@ -233,6 +233,9 @@ class Controller:
     async def record_event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
         await self.recorder.record(obj, type_, reason, message)
 
+    def requeue(self, kind: str, namespace: str, name: str) -> None:
+        self.queue.add((kind, namespace, name))
+
     # -- the reconcilers' workload reader (only while a Deployment is not available) --------
 
     async def pods(self, namespace: str, selector: str) -> list[Obj]:
@@ -302,6 +305,8 @@ class Controller:
         finally:
             self.synced = False
             await self._workers.stop()
+            for reconciler in self.reconcilers.values():
+                await reconciler.close()
             for t in tasks:
                 t.cancel()
             for t in tasks:

@@ -347,6 +347,8 @@ async def test_available_tools_under_the_secured_posture(
         await rec.reconcile("ns", "tools")
         ctx.deployment_available("ns", "tools")
         await rec.reconcile("ns", "tools")
+        await ctx.woken("MCPServer", "ns", "tools")  # the listing ran beside the reconcile
+        await rec.reconcile("ns", "tools")
         return ctx.status_of("MCPServer", "ns", "tools")
 
     account = f"{world.ns}/{OPERATOR}"

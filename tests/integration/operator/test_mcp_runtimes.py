@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -185,6 +186,15 @@ async def test_available_tools_are_read_over_mcp(mcp_server_factory: McpFactory)
 
     ctx.deployment_available("ns", "tools")
     await rec.reconcile("ns", "tools")
+    # Listed beside the reconcile, which does not wait: the end of the listing wakes it.
+    listing = ctx.status_of("MCPServer", "ns", "tools")["conditions"]
+    assert any(
+        (c["type"], c["status"], c["reason"])
+        == (reasons.TOOLS_LISTED, "Unknown", reasons.TOOLS_LISTING)
+        for c in listing
+    )
+    await ctx.woken("MCPServer", "ns", "tools")
+    await rec.reconcile("ns", "tools")
     status = ctx.status_of("MCPServer", "ns", "tools")
     assert sorted(status["availableTools"]) == ["count", "shout"]
     listed = next(c for c in status["conditions"] if c["type"] == reasons.TOOLS_LISTED)
@@ -204,9 +214,12 @@ async def test_a_server_that_does_not_answer_is_reported() -> None:
 
     ctx = FakeContext()
     ctx.add(raw("MCPServer", "tools", {"params": TOOLS}))
-    rec = build_reconcilers(ctx, tool_lister=nowhere)["MCPServer"]
+    now = [datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)]
+    rec = build_reconcilers(ctx, tool_lister=nowhere, clock=lambda: now[0])["MCPServer"]
     await rec.reconcile("ns", "tools")
     ctx.deployment_available("ns", "tools")
+    await rec.reconcile("ns", "tools")
+    await ctx.woken("MCPServer", "ns", "tools")
     await rec.reconcile("ns", "tools")
     status = ctx.status_of("MCPServer", "ns", "tools")
     listed = next(c for c in status["conditions"] if c["type"] == reasons.TOOLS_LISTED)
@@ -219,6 +232,9 @@ async def test_a_server_that_does_not_answer_is_reported() -> None:
     # the reconcile asks to run again, later each time it fails.
     assert rec.take_recheck("ns", "tools") == 2.0
     assert rec.take_recheck("ns", "tools") is None
+    now[0] += timedelta(seconds=2)
+    await rec.reconcile("ns", "tools")
+    await ctx.woken("MCPServer", "ns", "tools")
     await rec.reconcile("ns", "tools")
     assert rec.take_recheck("ns", "tools") == 4.0
     # The workload itself is fine: the listing does not decide readiness.

@@ -63,6 +63,10 @@ async def test_the_key_is_read_once_the_store_is_available_and_kept(store: Store
 
     ctx.deployment_available("ns", "mem")
     await rec.reconcile("ns", "mem")
+    # The read runs beside the reconcile, which does not wait for it: its end wakes the store.
+    assert "receiptKey" not in ctx.status_of("MemoryStore", "ns", "mem")
+    await ctx.woken("MemoryStore", "ns", "mem")
+    await rec.reconcile("ns", "mem")
     jwk = store.signer.jwks["keys"][0]
     expected = {k: jwk[k] for k in ("kty", "crv", "x", "kid")}
     assert ctx.status_of("MemoryStore", "ns", "mem")["receiptKey"] == expected
@@ -76,9 +80,17 @@ async def test_the_key_is_read_once_the_store_is_available_and_kept(store: Store
     updated["metadata"]["generation"] = 2
     ctx.add({**updated, "status": ctx.status_of("MemoryStore", "ns", "mem")})
     await rec.reconcile("ns", "mem")
+    assert ctx.status_of("MemoryStore", "ns", "mem")["receiptKey"] == expected
+    await ctx.woken("MemoryStore", "ns", "mem")
+    await rec.reconcile("ns", "mem")
     assert len(store.asked) == 2
     assert ctx.status_of("MemoryStore", "ns", "mem")["receiptKey"] == expected
-    assert rec.take_recheck("ns", "mem") == 2.0
+    recheck = rec.take_recheck("ns", "mem")
+    assert recheck is not None and 0 < recheck <= 2.0
+    # Reconciled again before that delay (another event queued it): no read, same failure.
+    await rec.reconcile("ns", "mem")
+    assert len(store.asked) == 2
+    assert ctx.requeued == []
 
 
 def test_a_key_whose_id_is_not_its_thumbprint_is_refused() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -40,6 +41,8 @@ LITELLM_INFO = [
         "model_info": {"mode": "embedding", "supports_function_calling": False},
     },
 ]
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
 @dataclass
@@ -131,9 +134,10 @@ async def test_the_reconciler_reads_once_per_generation_and_keeps_the_last_known
         asked.append((url, mode, list(models)))
         return await read_capabilities(backend.url(), mode, models)
 
+    now = [T0]
     ctx = FakeContext()
     ctx.add(raw("ModelAPI", "ol", hosted()))
-    rec = build_reconcilers(ctx, capability_reader=loopback)["ModelAPI"]
+    rec = build_reconcilers(ctx, capability_reader=loopback, clock=lambda: now[0])["ModelAPI"]
     await rec.reconcile("ns", "ol")
     status = ctx.status_of("ModelAPI", "ns", "ol")
     assert "modelCapabilities" not in status and asked == []  # not up yet
@@ -144,6 +148,15 @@ async def test_the_reconciler_reads_once_per_generation_and_keeps_the_last_known
     )
 
     ctx.deployment_available("ns", "ol")
+    await rec.reconcile("ns", "ol")
+    # The read runs beside the reconcile: under way, then its end wakes the ModelAPI.
+    assert capability_condition(ctx.status_of("ModelAPI", "ns", "ol")) == (
+        "Unknown",
+        reasons.CAPABILITIES_READING,
+        "reading capabilities at http://ol.ns.svc:11434",
+    )
+    assert rec.take_recheck("ns", "ol") is None  # the wake, not a timer, queues it again
+    await ctx.woken("ModelAPI", "ns", "ol")
     await rec.reconcile("ns", "ol")
     status = ctx.status_of("ModelAPI", "ns", "ol")
     assert status["modelCapabilities"] == {"smollm2:135m": ["completion"]}
@@ -162,6 +175,8 @@ async def test_the_reconciler_reads_once_per_generation_and_keeps_the_last_known
     updated["metadata"]["generation"] = 2
     ctx.add({**updated, "status": ctx.status_of("ModelAPI", "ns", "ol")})
     await rec.reconcile("ns", "ol")
+    await ctx.woken("ModelAPI", "ns", "ol")
+    await rec.reconcile("ns", "ol")
     status = ctx.status_of("ModelAPI", "ns", "ol")
     assert len(asked) == 2
     assert capability_condition(status) == (
@@ -171,8 +186,15 @@ async def test_the_reconciler_reads_once_per_generation_and_keeps_the_last_known
     )
     assert status["modelCapabilities"] == {"smollm2:135m": ["completion"]}
     assert rec.take_recheck("ns", "ol") == 2.0
-    # Read again when asked: the backend answers, no further recheck is asked for.
+    # Queued again before that (another event): the failure stands, nothing is read.
     backend.failing = False
+    await rec.reconcile("ns", "ol")
+    assert len(asked) == 2
+    assert rec.take_recheck("ns", "ol") == 2.0
+    # Once the delay has passed: read again, the backend answers, no recheck is asked for.
+    now[0] = T0 + timedelta(seconds=2)
+    await rec.reconcile("ns", "ol")
+    await ctx.woken("ModelAPI", "ns", "ol")
     await rec.reconcile("ns", "ol")
     assert len(asked) == 3
     assert rec.take_recheck("ns", "ol") is None
@@ -189,9 +211,12 @@ async def test_a_proxy_that_does_not_answer_is_reported() -> None:
 
     ctx = FakeContext()
     ctx.add(raw("ModelAPI", "llm", {"mode": "Proxy", "proxyConfig": {"models": ["m"]}}))
-    rec = build_reconcilers(ctx, capability_reader=nowhere)["ModelAPI"]
+    now = [T0]
+    rec = build_reconcilers(ctx, capability_reader=nowhere, clock=lambda: now[0])["ModelAPI"]
     await rec.reconcile("ns", "llm")
     ctx.deployment_available("ns", "llm")
+    await rec.reconcile("ns", "llm")
+    await ctx.woken("ModelAPI", "ns", "llm")
     await rec.reconcile("ns", "llm")
     status = ctx.status_of("ModelAPI", "ns", "llm")
     assert capability_condition(status) == (
@@ -201,5 +226,8 @@ async def test_a_proxy_that_does_not_answer_is_reported() -> None:
     )
     assert "modelCapabilities" not in status
     assert rec.take_recheck("ns", "llm") == 2.0
+    now[0] = T0 + timedelta(seconds=2)
+    await rec.reconcile("ns", "llm")
+    await ctx.woken("ModelAPI", "ns", "llm")
     await rec.reconcile("ns", "llm")
     assert rec.take_recheck("ns", "llm") == 4.0

@@ -22,7 +22,6 @@ from __future__ import annotations
 import enum
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
@@ -36,6 +35,7 @@ from kaos_operator.context import ReconcileContext, WorkloadReader
 from kaos_operator.desired.gateway import route_path
 from kaos_operator.desired.overrides import SpecRefused
 from kaos_operator.kube import DEPLOYMENTS, PVCS, ApiError, Obj, PermanentError, ResourceType
+from kaos_operator.reconcilers.reads import BackendReads
 from kaos_operator.status import Clock, StatusBuilder, retrying_status, status_differs, utc_now
 from kaos_operator.workload import (
     WorkloadProblem,
@@ -105,17 +105,6 @@ def invalid_message(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-# Failed reads of a backend (a ModelAPI's capabilities, an MCPServer's tools) are retried
-# after 2, 4, 8 ... seconds, at most five minutes apart.
-RECHECK_BASE = 2.0
-RECHECK_MAX = 300.0
-
-
-def recheck_delay(failures: int) -> float:
-    """The wait before the next read after ``failures`` failed reads in a row."""
-    return float(min(RECHECK_BASE * 2 ** max(failures - 1, 0), RECHECK_MAX))
-
-
 # A Deployment that is not available is looked at again after 5, 10, 20 ... seconds, at
 # most a minute apart: its pods change state (pulling, crashing, running) without a
 # change of the Deployment that would queue the resource.
@@ -126,44 +115,6 @@ WORKLOAD_RECHECK_MAX = 60.0
 def workload_recheck_delay(checks: int) -> float:
     """The wait before the next look at a Deployment not available ``checks`` times in a row."""
     return float(min(WORKLOAD_RECHECK_BASE * 2 ** max(checks - 1, 0), WORKLOAD_RECHECK_MAX))
-
-
-@dataclass(frozen=True)
-class ReadFailure:
-    """A failed read of a backend: the error, and the wait before the next read."""
-
-    error: Exception
-    delay: float
-
-
-class BackendReads(Generic[V]):
-    """What a backend said about each object (a ModelAPI's capabilities, an MCPServer's
-    tools): it changes only with the spec, so the last good read is kept per (uid,
-    generation); failed reads in a row are counted, the next one waiting twice as long."""
-
-    def __init__(self) -> None:
-        # (namespace, name) -> ((uid, generation), value) of the last good read.
-        self._values: dict[tuple[str, str], tuple[tuple[str, int], V]] = {}
-        # (namespace, name) -> failed reads in a row.
-        self._failures: dict[tuple[str, str], int] = {}
-
-    async def read(self, res: CustomObject, read: Callable[[], Awaitable[V]]) -> V | ReadFailure:
-        """The value read for this generation of ``res`` (``read`` runs once per generation
-        until it succeeds), or the failure with ``recheck_delay`` of the failures so far."""
-        key = (res.namespace, res.name)
-        version = (res.metadata.uid, res.metadata.generation)
-        cached = self._values.get(key)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        try:
-            value = await read()
-        except Exception as exc:  # noqa: BLE001  (a backend that is down is reported)
-            failures = self._failures.get(key, 0) + 1
-            self._failures[key] = failures
-            return ReadFailure(exc, recheck_delay(failures))
-        self._failures.pop(key, None)
-        self._values[key] = (version, value)
-        return value
 
 
 def retry_message(exc: BaseException) -> str:
@@ -209,6 +160,23 @@ class Reconciler(ABC, Generic[R]):
     @property
     def kind(self) -> str:
         return self.model.info.kind
+
+    def seconds(self) -> float:
+        """The reconciler's clock as seconds (when a failed backend read may be retried)."""
+        return self._clock().timestamp()
+
+    def wake(self, res: CustomObject) -> None:
+        """Queue ``res`` again: a read of its backend (``reads``) has ended."""
+        self.ctx.requeue(self.kind, res.namespace, res.name)
+
+    async def close(self) -> None:
+        """Stop what runs beside the queue (the operator is stopping)."""
+        for reads in self._reads():
+            await reads.close()
+
+    def _reads(self) -> list[BackendReads[Any]]:
+        """The kind's ``BackendReads``, for ``close``."""
+        return []
 
     @abstractmethod
     async def sync(self, res: R, status: StatusBuilder) -> None:

@@ -5,6 +5,7 @@ over MCP), go into status."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.crds import Agent, MCPServer, reasons
@@ -12,7 +13,8 @@ from kaos_core.crds import Agent, MCPServer, reasons
 from kaos_operator.context import ReconcileContext, WorkloadReader
 from kaos_operator.desired import McpContext, desired_mcpserver_objects, security
 from kaos_operator.desired.mcpserver import server_endpoint
-from kaos_operator.reconcilers.base import BackendReads, ReadFailure, Reconciler
+from kaos_operator.reconcilers.base import Reconciler
+from kaos_operator.reconcilers.reads import BackendReads, ReadFailure, ReadPending
 from kaos_operator.status import Clock, StatusBuilder, utc_now
 from kaos_operator.tools import ToolLister, list_tool_names
 
@@ -44,7 +46,7 @@ class MCPServerReconciler(Reconciler[MCPServer]):
         token_file = posture.operator_mcp_token_file if posture.security_enabled else None
         self._token = None if token_file is None else TokenFile(token_file)
         # A server's tools change only with its spec: one listing per generation.
-        self._tools: BackendReads[list[str]] = BackendReads()
+        self._tools: BackendReads[list[str]] = BackendReads(self.wake, clock=self.seconds)
 
     async def sync(self, res: MCPServer, status: StatusBuilder) -> None:
         settings = self.ctx.settings
@@ -68,9 +70,19 @@ class MCPServerReconciler(Reconciler[MCPServer]):
             if dep.available:
                 await self._tool_status(res, endpoint, status)
 
+    def _reads(self) -> list[BackendReads[Any]]:
+        return [self._tools]
+
     async def _tool_status(self, res: MCPServer, endpoint: str, status: StatusBuilder) -> None:
         token = None if self._token is None else self._token.read()
-        names = await self._tools.read(res, lambda: self._list_tools(endpoint, token))
+        names = self._tools.read(res, lambda: self._list_tools(endpoint, token))
+        if isinstance(names, ReadPending):
+            status.condition(
+                reasons.TOOLS_LISTED, "Unknown", reasons.TOOLS_LISTING, f"tools/list at {endpoint}"
+            )
+            if res.status.available_tools is not None:
+                status.fields["availableTools"] = list(res.status.available_tools)
+            return
         if isinstance(names, ReadFailure):
             # The class only: a transport error's text can carry the server's answer.
             cause = type(_leaf(names.error)).__name__

@@ -4,6 +4,7 @@ when its Deployment is available, and then the key it signs erasure receipts wit
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 
@@ -12,7 +13,8 @@ from kaos_operator.desired import MemoryStoreContext, desired_memorystore_object
 from kaos_operator.desired.memorystore import memory_store_endpoint
 from kaos_operator.desired.modelapi import model_api_endpoint
 from kaos_operator.receipt_key import ReceiptKeyReader
-from kaos_operator.reconcilers.base import BackendReads, ReadFailure, Reconciler
+from kaos_operator.reconcilers.base import Reconciler
+from kaos_operator.reconcilers.reads import BackendReads, ReadFailure, ReadPending
 from kaos_operator.status import Clock, StatusBuilder, utc_now
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,7 @@ class MemoryStoreReconciler(Reconciler[MemoryStore]):
         available (``kaos_operator.receipt_key``); without one the status has no key."""
         super().__init__(ctx, clock=clock, workload_reader=workload_reader)
         self._read_key = receipt_key_reader
-        self._keys: BackendReads[dict[str, str]] = BackendReads()
+        self._keys: BackendReads[dict[str, str]] = BackendReads(self.wake, clock=self.seconds)
 
     async def sync(self, res: MemoryStore, status: StatusBuilder) -> None:
         spec = res.spec
@@ -79,11 +81,18 @@ class MemoryStoreReconciler(Reconciler[MemoryStore]):
             if dep.available:
                 await self._receipt_key(res, status)
 
+    def _reads(self) -> list[BackendReads[Any]]:
+        return [self._keys]
+
     async def _receipt_key(self, res: MemoryStore, status: StatusBuilder) -> None:
         if self._read_key is None:
             return
         read, endpoint = self._read_key, status.fields["endpoint"]
-        key = await self._keys.read(res, lambda: read(endpoint))
+        key = self._keys.read(res, lambda: read(endpoint))
+        if isinstance(key, ReadPending):
+            if res.status.receipt_key is not None:
+                status.fields["receiptKey"] = res.status.receipt_key.model_dump()
+            return
         if isinstance(key, ReadFailure):
             # The class only; read again later (a Service answers a while after its pod
             # turns Ready), keeping the key last read.

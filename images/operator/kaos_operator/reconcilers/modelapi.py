@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from typing import Any
 
 from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 
@@ -13,12 +14,8 @@ from kaos_operator.capabilities import CapabilityReader, read_capabilities
 from kaos_operator.context import ReconcileContext, WorkloadReader
 from kaos_operator.desired import ModelAPIContext, desired_modelapi_objects, security
 from kaos_operator.desired.modelapi import model_api_endpoint
-from kaos_operator.reconcilers.base import (
-    BackendReads,
-    DeploymentState,
-    ReadFailure,
-    Reconciler,
-)
+from kaos_operator.reconcilers.base import DeploymentState, Reconciler
+from kaos_operator.reconcilers.reads import BackendReads, ReadFailure, ReadPending
 from kaos_operator.status import Clock, StatusBuilder, utc_now
 
 log = logging.getLogger(__name__)
@@ -40,7 +37,9 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
         super().__init__(ctx, clock=clock, workload_reader=workload_reader)
         self._read_capabilities = capability_reader
         # What a model can do changes only with the spec (or the image): one read per generation.
-        self._capabilities: BackendReads[dict[str, list[str]]] = BackendReads()
+        self._capabilities: BackendReads[dict[str, list[str]]] = BackendReads(
+            self.wake, clock=self.seconds
+        )
 
     async def sync(self, res: ModelAPI, status: StatusBuilder) -> None:
         endpoint = model_api_endpoint(res)
@@ -97,6 +96,9 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
                 f"waiting for the pod to pull {model}{origin} (first start only) and load it",
             )
 
+    def _reads(self) -> list[BackendReads[Any]]:
+        return [self._capabilities]
+
     async def _capability_status(
         self, res: ModelAPI, endpoint: str, dep: DeploymentState, status: StatusBuilder
     ) -> None:
@@ -114,10 +116,20 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
                 "read from the backend once the Deployment is available",
             )
             return
-        capabilities = await self._capabilities.read(
+        capabilities = self._capabilities.read(
             res,
             lambda: self._read_capabilities(endpoint, res.spec.mode, res.spec.served_models()),
         )
+        if isinstance(capabilities, ReadPending):
+            if known:
+                status.fields[CAPABILITIES_FIELD] = dict(known)
+            status.condition(
+                reasons.CAPABILITIES_READ,
+                "Unknown",
+                reasons.CAPABILITIES_READING,
+                f"reading capabilities at {endpoint}",
+            )
+            return
         if isinstance(capabilities, ReadFailure):
             # The class only: a transport error's text can carry the backend's answer.
             cause = type(capabilities.error).__name__

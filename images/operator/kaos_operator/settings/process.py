@@ -33,9 +33,8 @@ class QueueSettings(SettingsGroup):
 
     title: ClassVar[str] = "Work queue"
 
-    # A reconcile that reads a backend (a store's receipt key, a ModelAPI's capabilities)
-    # holds its worker for as long as the read takes; with few workers a handful of slow
-    # reads delay every other resource's change (hack/bench/operator measures it).
+    # Backend reads (a store's receipt key, a ModelAPI's capabilities) run beside the
+    # workers (``reconcilers.reads``); a worker waits only on the API server.
     workers: int = setting("resources reconciled at once", default=16, ge=1, le=64)
     backoff_base: float = setting(
         "seconds before the first retry of a failed reconcile, doubled per failure",
