@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,6 +245,15 @@ def _check_files(kubeconfig: str) -> None:
         )
 
 
+def environment_proxy(server: str) -> str | None:
+    """The proxy ``HTTPS_PROXY``/``HTTP_PROXY`` name for the API server at ``server``,
+    unless ``NO_PROXY`` exempts it (what client-go does with the environment)."""
+    url = urllib.parse.urlsplit(server)
+    if not url.hostname or urllib.request.proxy_bypass(url.hostname):
+        return None
+    return urllib.request.getproxies_environment().get(url.scheme or "https")
+
+
 class KubeClient:
     """Requests against one API server; owns its kubernetes-asyncio ApiClient."""
 
@@ -259,11 +270,16 @@ class KubeClient:
         configuration = await load_configuration(kubeconfig)
         # Many watches stay open at once; leave room for the requests beside them.
         configuration.connection_pool_maxsize = 64
+        configuration.proxy = configuration.proxy or environment_proxy(configuration.host or "")
         api = k8s.ApiClient(configuration)
-        # Our session on the library's pool, so API calls are traced (with its options:
-        # proxies from the environment, a buffer for large watch events).
+        # Our session on the library's pool, so API calls are traced (with its buffer for
+        # large watch events). Not trusting the environment: aiohttp would then look in
+        # ~/.netrc on every request, in the event loop's default executor, where a backend
+        # read's lookup of a name that does not resolve holds a thread for seconds; a few
+        # of them stalled every API request. The proxy the environment names is read once,
+        # above.
         rest = api.rest_client
-        rest.pool_manager = adopt_session(rest.pool_manager, trust_env=True, read_bufsize=2**21)
+        rest.pool_manager = adopt_session(rest.pool_manager, trust_env=False, read_bufsize=2**21)
         return cls(api, metrics)
 
     async def close(self) -> None:
