@@ -84,6 +84,8 @@ def parse_metrics(text: str) -> dict[str, float]:
         out[key] = out.get(key, 0) + float(m.group(3))
     for name in ("kaos_operator_reconciles_total", "kaos_operator_reconcile_errors_total"):
         out[name] = sum(float(v) for v in re.findall(rf"^{name}\{{[^}}]*\}} (\S+)$", text, re.M))
+    depth = re.search(r"^kaos_operator_queue_depth (\S+)$", text, re.M)
+    out["kaos_operator_queue_depth"] = float(depth.group(1)) if depth else 0.0
     return out
 
 
@@ -162,14 +164,18 @@ class Watched:
     def available(self) -> int:
         return available(self.deployments)
 
-    async def timeline(self, started: float, every: float) -> None:
-        """A progress line every ``every`` seconds (where the time goes)."""
+    async def timeline(self, started: float, every: float, metrics_url: str) -> None:
+        """A progress line every ``every`` seconds (where the time goes): what the cluster
+        holds, and the operator's work queue and reconciles so far."""
         while True:
             await asyncio.sleep(every)  # the timeline's period
+            now = await asyncio.to_thread(scrape, metrics_url)
             print(
                 f"  t={time.monotonic() - started:5.1f}s objects={self.objects()}"
                 f" deployments available={self.available()}/{len(self.deployments.cache)}"
-                f" agents Ready={self.ready()}",
+                f" agents Ready={self.ready()}"
+                f" queue={now.get('kaos_operator_queue_depth', 0):.0f}"
+                f" reconciles={now.get('kaos_operator_reconciles_total', 0):.0f}",
                 flush=True,
             )
 
@@ -248,6 +254,11 @@ async def run_size(
         await asyncio.gather(*(volume_for(kube, ns, f"mem-{i}-data") for i in range(stores)))
         before = scrape(proc.url)
         started = time.monotonic()
+        progress = (
+            asyncio.create_task(seen.timeline(started, args.timeline, proc.url))
+            if args.timeline
+            else None
+        )
         await make("ModelAPI", "llm", proxy_api())
         await asyncio.gather(
             *(make("MemoryStore", f"mem-{i}", store_spec()) for i in range(stores))
@@ -265,9 +276,6 @@ async def run_size(
                 )
                 for i in range(agents)
             )
-        )
-        progress = (
-            asyncio.create_task(seen.timeline(started, args.timeline)) if args.timeline else None
         )
         result.all_objects_s = await wait_for(
             lambda: seen.objects() >= expected, started, args.timeout
