@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from kaos_core.crds.reasons import KEDA_SCALED_OBJECT
-from kaos_operator.kube import CRDS, HPAS, SCALEDOBJECTS, KubeClient, Obj
+from kaos_operator.kube import CRDS, HPAS, SCALEDOBJECTS, KubeClient, Obj, TemporaryError
 
 from tests.e2e.operator.helpers import AGENTS, condition, create, eventually, proxy_api
 from tests.fixtures.operator import OperatorFactory, apply_crds
@@ -37,7 +37,14 @@ async def keda_installed(kube: KubeClient, kaos_crds: Path) -> AsyncIterator[Non
         yield
     finally:
         # KEDA's finalizer on what is left would hold the CRD's deletion with KEDA gone.
-        for so in (await kube.list(SCALEDOBJECTS)).get("items") or []:
+        async def listed() -> tuple[list[Obj]] | None:
+            try:
+                return ((await kube.list(SCALEDOBJECTS)).get("items") or [],)
+            except TemporaryError:
+                return None  # 429 while the new CRD's storage starts (a test skipped at once)
+
+        (left,) = await eventually(listed, within=60, what="ScaledObjects listed")
+        for so in left:
             meta = so["metadata"]
             await kube.request(
                 "PATCH",
