@@ -234,6 +234,12 @@ async def test_a_server_that_does_not_answer_is_reported() -> None:
     assert rec.take_recheck("ns", "tools") is None
     now[0] += timedelta(seconds=2)
     await rec.reconcile("ns", "tools")
+    retrying = ctx.status_of("MCPServer", "ns", "tools")["conditions"]
+    assert any(  # the failure stands while the retry runs
+        (c["type"], c["status"], c["reason"])
+        == (reasons.TOOLS_LISTED, "False", reasons.TOOL_LIST_FAILED)
+        for c in retrying
+    )
     await ctx.woken("MCPServer", "ns", "tools")
     await rec.reconcile("ns", "tools")
     assert rec.take_recheck("ns", "tools") == 4.0

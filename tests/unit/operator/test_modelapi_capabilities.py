@@ -194,6 +194,11 @@ async def test_the_reconciler_reads_once_per_generation_and_keeps_the_last_known
     # Once the delay has passed: read again, the backend answers, no recheck is asked for.
     now[0] = T0 + timedelta(seconds=2)
     await rec.reconcile("ns", "ol")
+    # While the retry runs the failure stands: the condition does not flap to Unknown.
+    assert capability_condition(ctx.status_of("ModelAPI", "ns", "ol"))[:2] == (
+        "False",
+        reasons.CAPABILITY_READ_FAILED,
+    )
     await ctx.woken("ModelAPI", "ns", "ol")
     await rec.reconcile("ns", "ol")
     assert len(asked) == 3

@@ -77,9 +77,17 @@ class MCPServerReconciler(Reconciler[MCPServer]):
         token = None if self._token is None else self._token.read()
         names = self._tools.read(res, lambda: self._list_tools(endpoint, token))
         if isinstance(names, ReadPending):
-            status.condition(
-                reasons.TOOLS_LISTED, "Unknown", reasons.TOOLS_LISTING, f"tools/list at {endpoint}"
-            )
+            last = res.status.condition(reasons.TOOLS_LISTED)
+            if last is not None and last.reason == reasons.TOOL_LIST_FAILED:
+                # A retry under way: the failure stands until it answers.
+                status.condition(last.type, last.status, last.reason, last.message)
+            else:
+                status.condition(
+                    reasons.TOOLS_LISTED,
+                    "Unknown",
+                    reasons.TOOLS_LISTING,
+                    f"tools/list at {endpoint}",
+                )
             if res.status.available_tools is not None:
                 status.fields["availableTools"] = list(res.status.available_tools)
             return

@@ -123,12 +123,17 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
         if isinstance(capabilities, ReadPending):
             if known:
                 status.fields[CAPABILITIES_FIELD] = dict(known)
-            status.condition(
-                reasons.CAPABILITIES_READ,
-                "Unknown",
-                reasons.CAPABILITIES_READING,
-                f"reading capabilities at {endpoint}",
-            )
+            last = res.status.condition(reasons.CAPABILITIES_READ)
+            if last is not None and last.reason == reasons.CAPABILITY_READ_FAILED:
+                # A retry under way: the failure stands until it answers.
+                status.condition(last.type, last.status, last.reason, last.message)
+            else:
+                status.condition(
+                    reasons.CAPABILITIES_READ,
+                    "Unknown",
+                    reasons.CAPABILITIES_READING,
+                    f"reading capabilities at {endpoint}",
+                )
             return
         if isinstance(capabilities, ReadFailure):
             # The class only: a transport error's text can carry the backend's answer.
