@@ -106,6 +106,7 @@ def test_operator_settings_come_from_the_configmap_and_env(helm: Helm) -> None:
         "KAOS_TOKEN_VERIFICATION": "jwks",
         "KAOS_SERVICE_ACCOUNT_ISSUER": "https://kubernetes.default.svc.cluster.local",
         "KAOS_CLUSTER_EGRESS": "",
+        "KAOS_KEDA_NAMESPACE": "keda",
         "KAOS_IMAGE_OPERATOR": f"ghcr.io/kaos-tools/kaos-operator:{APP_VERSION}",
         "KAOS_IMAGE_MEMORY": f"ghcr.io/kaos-tools/kaos-memory:{APP_VERSION}",
         "KAOS_IMAGE_AGENT": f"ghcr.io/kaos-tools/kaos-agent:{APP_VERSION}",

@@ -17,9 +17,10 @@ from kaos_operator.desired.agent_scaling import (
     scaler_holds_replicas,
     scaler_of,
 )
+from kaos_operator.desired.common import AGENT_PORT
 from pydantic import ValidationError
 
-from tests.support.operator_objects import IMAGES, OPEN, agent, by_kind
+from tests.support.operator_objects import IMAGES, OPEN, SECURED, agent, by_kind
 
 SCALING = {"minReplicas": 2, "maxReplicas": 10}
 EXTERNAL = {"type": "external", "connectionSecret": {"name": "pg", "key": "url"}}
@@ -35,8 +36,9 @@ def ctx(**kw: Any) -> AgentContext:
     return AgentContext(**{**base, **kw})
 
 
-def scaled(**scaling: Any) -> Agent:
-    return agent("a1", taskStore=EXTERNAL, autoscaling={**SCALING, **scaling})
+def scaled(agentNetwork: dict[str, Any] | None = None, **scaling: Any) -> Agent:
+    extra = {} if agentNetwork is None else {"agentNetwork": agentNetwork}
+    return agent("a1", taskStore=EXTERNAL, autoscaling={**SCALING, **scaling}, **extra)
 
 
 def test_without_autoscaling_no_scaler_and_replicas_applied() -> None:
@@ -185,3 +187,28 @@ def test_defaults_and_cel_rules_in_the_schema() -> None:
     assert any(m.startswith("autoscaling needs more than one replica") for m in messages)
     scaler = root["properties"]["status"]["properties"]["scaler"]
     assert scaler["enum"] == ["keda", "hpa", "none"]
+
+
+def test_secured_an_agent_keda_scales_admits_keda_on_its_port() -> None:
+    secured = SECURED.model_copy(update={"keda_namespace": "autoscalers"})
+
+    def ingress(a: Agent, keda_served: bool) -> list[dict[str, Any]]:
+        objs = by_kind(desired_agent_objects(a, ctx(posture=secured, keda_served=keda_served)))
+        return list(objs["NetworkPolicy"]["spec"]["ingress"])
+
+    keda = {
+        "from": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "autoscalers"}}}
+        ],
+        "ports": [{"protocol": "TCP", "port": AGENT_PORT}],
+    }
+    closed = {"expose": False}  # only its callers pass (it has none here)
+    # KEDA scales it: its scaler reads GET /load through the Service, so KEDA's pods pass.
+    assert ingress(scaled(agentNetwork=closed), keda_served=True) == [keda]
+    # An HPA on CPU (no KEDA), or no autoscaling: nothing passes.
+    assert ingress(scaled(agentNetwork=closed), keda_served=False) == []
+    assert ingress(agent("a1", taskStore=EXTERNAL, agentNetwork=closed), keda_served=True) == []
+    # An Agent open to every pod (the default) admits KEDA's already: no rule of its own.
+    assert ingress(scaled(), keda_served=True) == [
+        {"ports": [{"protocol": "TCP", "port": AGENT_PORT}]}
+    ]

@@ -322,7 +322,13 @@ def desired_agent_objects(agent: Agent, ctx: AgentContext) -> list[Obj]:
             security.service_account(agent),
             security.callers_config_map(agent, agent_schedules.self_caller(agent, ctx.callers)),
             egress.with_egress(
-                agent_schedules.admit_schedule_pods(policy, agent, AGENT_PORT),
+                agent_scaling.admit_scaler(
+                    agent_schedules.admit_schedule_pods(policy, agent, AGENT_PORT),
+                    agent,
+                    ctx.keda_served,
+                    ctx.posture.keda_namespace,
+                    AGENT_PORT,
+                ),
                 egress.agent_egress(agent, ctx.posture),
             ),
         ]

@@ -85,6 +85,24 @@ def scaled_object(agent: Agent, scaling: AgentAutoscaling, port: int) -> Obj:
     }
 
 
+def admit_scaler(
+    policy: Obj, agent: Agent, keda_served: bool, keda_namespace: str, port: int
+) -> Obj:
+    """The Agent's NetworkPolicy, admitting KEDA's pods (its namespace's) on ``port`` when
+    KEDA scales the Agent and the policy admits only its callers: KEDA's metrics-api scaler
+    reads ``GET /load`` through the Service, and a policy that drops it leaves the Agent
+    at its minimum whatever its load (the endpoint itself needs no token)."""
+    if scaler_of(agent, keda_served) != "keda" or agent.spec.agent_network.expose:
+        return policy
+    namespace = {"matchLabels": {"kubernetes.io/metadata.name": keda_namespace}}
+    rule = {
+        "from": [{"namespaceSelector": namespace}],
+        "ports": [{"protocol": "TCP", "port": port}],
+    }
+    spec = policy["spec"]
+    return {**policy, "spec": {**spec, "ingress": [*spec["ingress"], rule]}}
+
+
 def horizontal_pod_autoscaler(agent: Agent, scaling: AgentAutoscaling) -> Obj:
     """A HorizontalPodAutoscaler on CPU utilisation (the cluster has no KEDA)."""
     return {

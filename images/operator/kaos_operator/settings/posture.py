@@ -135,6 +135,13 @@ class Posture(SettingsGroup):
         default=None,
     )
 
+    keda_namespace: str = setting(
+        "with security on: the namespace KEDA runs in; an Agent KEDA scales admits its pods"
+        " on the agent's port in its NetworkPolicy (KEDA reads the agent's `GET /load`)",
+        default="keda",
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    )
+
     @field_validator("cluster_egress")
     @classmethod
     def _egress(cls, value: str | None) -> str | None:
