@@ -116,7 +116,8 @@ async def test_a_read_for_a_generation_that_is_gone_is_cancelled() -> None:
     await backend.until_started(2)
     backend.answers.put_nowait("for generation 2")
     await wakes.next()
-    # The first read was cancelled: its wake came and went, the answer is generation 2's.
+    assert wakes.names == ["llm"]  # one wake: generation 2's
+    # The first read was cancelled (no wake of its own): the answer is generation 2's.
     assert reads.read(model_api(2), backend.read) == "for generation 2"
     assert reads.read(model_api(1), backend.read) is READING  # an old generation: read anew
     await reads.close()
