@@ -44,11 +44,11 @@ def free_port() -> int:
             return port
 
 
-def _listener_sockets(port: int) -> set[str]:
-    """The ``socket:[inode]`` names of the TCP listeners on ``port`` in this network
-    namespace (the kernel's tables: state 0A is LISTEN)."""
+def _listener_sockets(port: int, pid: int | str = "self") -> set[str]:
+    """The ``socket:[inode]`` names of the TCP listeners on ``port`` in the network
+    namespace of ``pid`` (the kernel's tables: state 0A is LISTEN)."""
     found: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in (f"/proc/{pid}/net/tcp", f"/proc/{pid}/net/tcp6"):
         with contextlib.suppress(OSError):
             for line in Path(table).read_text().splitlines()[1:]:
                 fields = line.split()
@@ -75,7 +75,8 @@ def listens_on(proc: subprocess.Popen[bytes], port: int) -> bool:
     the kernel's tables cannot be read (not Linux): nothing there to tell."""
     if not Path("/proc/net/tcp").exists():
         return True
-    sockets = _listener_sockets(port)
+    # The tables of the process's own network namespace (it may run in another).
+    sockets = _listener_sockets(port, proc.pid)
     for pid in _session_pids(proc.pid):
         with contextlib.suppress(OSError):
             for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -98,10 +99,11 @@ class ServiceProcess:
     port: int
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -165,8 +167,10 @@ def start_service(
     log_dir: Path,
     ready_path: str = "/readyz",
     timeout: float = 60.0,
+    host: str = "127.0.0.1",
 ) -> ServiceProcess:
-    """Start ``argv`` in its own process group and wait until ``ready_path`` answers 200."""
+    """Start ``argv`` in its own process group and wait until ``ready_path`` answers 200
+    (at ``host``: another address where the process runs in another network namespace)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     full_env = {**os.environ, **(env or {})}
@@ -180,7 +184,9 @@ def start_service(
             start_new_session=True,
             cwd=REPO_ROOT,
         )
-    svc = ServiceProcess(name=name, proc=proc, port=port, log_path=log_path, env=dict(env or {}))
+    svc = ServiceProcess(
+        name=name, proc=proc, port=port, log_path=log_path, env=dict(env or {}), host=host
+    )
     try:
         wait_http_ok(f"{svc.url}{ready_path}", proc, timeout, port)
     except Exception as exc:

@@ -285,6 +285,9 @@ class LocalCluster:
                 f"--kubelet-client-certificate={pki.crt('apiserver-kubelet-client')}",
                 f"--kubelet-client-key={pki.key('apiserver-kubelet-client')}",
                 "--kubelet-preferred-address-types=InternalIP",
+                # An aggregated API (KEDA's external metrics) is reached at its Service's
+                # endpoint: the host has no route to Service addresses, only to the node's.
+                "--enable-aggregator-routing=true",
             ]
         return [
             str(self.binaries.kube_apiserver),
@@ -390,6 +393,10 @@ _CONTROLLER_TUNING = (
     "--concurrent-deployment-syncs=20",
     "--concurrent-replicaset-syncs=20",
     "--concurrent-service-endpoint-syncs=20",
+    # Autoscalers act within a test's patience: a look every 5 s (upstream 15 s), and a
+    # scale-down once the load has been gone 30 s (upstream 5 minutes).
+    "--horizontal-pod-autoscaler-sync-period=5s",
+    "--horizontal-pod-autoscaler-downscale-stabilization=30s",
 )
 
 
