@@ -34,11 +34,12 @@ $(STAMP): pyproject.toml $(MEMBERS:%=%/pyproject.toml) constraints.txt
 venv: $(STAMP) ## create the virtual environment: every member editable, the dev tools
 
 .PHONY: services
-services: node-tools ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, Jaeger, Ory Hydra, Local KMS, Gateway API CRDs, Ollama with SmolLM2-135M and a registry)
+services: node-tools ## install and start the test services (PostgreSQL+pgvector, Kubernetes binaries, KEDA, Jaeger, Ory Hydra, Local KMS, Gateway API CRDs, Ollama with SmolLM2-135M and a registry)
 	hack/postgres install
 	hack/postgres start
 	hack/k8s-build
 	hack/k8s-build node
+	hack/keda-build
 	hack/netpol-build
 	hack/jaeger-build
 	hack/hydra-build

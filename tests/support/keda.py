@@ -48,9 +48,8 @@ def keda_crds(*names: str) -> list[dict[str, Any]]:
 
 
 def keda_binaries() -> KedaPaths:
-    """The built binaries; the test is skipped where they are not built. Their build (most
-    of half an hour on a fresh 2-core machine) is not part of ``make services`` until the
-    autoscaling acceptance on the real node needs it."""
+    """The built binaries (``make services`` builds them, after Kubernetes, whose Go build
+    cache the build reuses); a test is skipped where they are not built."""
     paths = keda_paths()
     for binary in (paths.operator, paths.adapter):
         if not binary.is_file():
