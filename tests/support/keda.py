@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.procs import REPO_ROOT
+from tests.support.procs import REPO_ROOT, free_port
 
 BUILD_SCRIPT = REPO_ROOT / "hack" / "keda-build"
 SCALED_OBJECT_CRD = "keda.sh_scaledobjects.yaml"
@@ -55,3 +55,48 @@ def keda_binaries() -> KedaPaths:
         if not binary.is_file():
             pytest.skip(f"{binary.name} is not built: run hack/keda-build")
     return paths
+
+
+def grpc_certs(directory: Path) -> Path:
+    """A self-signed key pair for KEDA's gRPC between its operator and its metrics adapter
+    (mutual TLS; the operator will not start without one), valid for ``localhost`` (the
+    authority the adapter is told to expect)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key, cert = directory / "tls.key", directory / "tls.crt"
+    argv = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    argv += ["-subj", "/CN=keda-operator", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
+    argv += ["-keyout", str(key), "-out", str(cert)]
+    subprocess.run(argv, check=True, capture_output=True, timeout=60)
+    (directory / "ca.crt").write_bytes(cert.read_bytes())
+    return directory
+
+
+def operator_args(
+    binary: Path, *, bind: str, probe: int, grpc: int, certs: Path, ca_dir: Path
+) -> list[str]:
+    """KEDA's operator: its probe and gRPC on ``bind``, its own metrics on loopback."""
+    return [
+        str(binary),
+        f"--health-probe-bind-address={bind}:{probe}",
+        f"--metrics-bind-address=127.0.0.1:{free_port()}",
+        f"--metrics-service-bind-address={bind}:{grpc}",
+        f"--cert-dir={certs}",
+        f"--ca-dir={ca_dir}",
+        "--leader-elect=false",
+        "--enable-cert-rotation=false",
+        "--zap-log-level=info",
+    ]
+
+
+def operator_env(kubeconfig: Path, watch_namespace: str, keda_namespace: str) -> dict[str, str]:
+    """KEDA's operator's environment, watching one namespace."""
+    return {
+        "KUBECONFIG": str(kubeconfig),
+        "WATCH_NAMESPACE": watch_namespace,
+        # KEDA's own namespace, and only its Secrets: KEDA resolves the env of the target's
+        # container, and an agent's carries secretKeyRefs (the task store's DSN) that KEDA
+        # has no need to read. A hardened install does the same.
+        "POD_NAMESPACE": keda_namespace,
+        "KEDA_CLUSTER_OBJECT_NAMESPACE": keda_namespace,
+        "KEDA_RESTRICT_SECRET_ACCESS": "true",
+    }

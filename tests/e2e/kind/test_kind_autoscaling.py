@@ -41,9 +41,8 @@ from tests.e2e.kind.helpers import (
     devmodel_agent,
     wait_ready,
 )
-from tests.e2e.operator.test_agent_keda import grpc_certs
 from tests.support.cluster import wait_until
-from tests.support.keda import keda_binaries, keda_crds
+from tests.support.keda import grpc_certs, keda_binaries, keda_crds, operator_args, operator_env
 from tests.support.procs import REPO_ROOT, ServiceProcess, free_port, start_service
 
 pytestmark = [pytest.mark.kind, pytest.mark.realnode, pytest.mark.timeout(1800)]
@@ -126,25 +125,18 @@ def keda(kind: KindDeployment, tmp_path: Path) -> Iterator[str]:
                 "sh",
                 "-c",
                 script,
-                str(binaries.operator),
-                f"--health-probe-bind-address=0.0.0.0:{probe}",
-                f"--metrics-bind-address=127.0.0.1:{free_port()}",
-                f"--metrics-service-bind-address=0.0.0.0:{grpc}",
-                f"--cert-dir={certs}",
-                f"--ca-dir={tmp_path / 'keda-ca'}",
-                "--leader-elect=false",
-                "--enable-cert-rotation=false",
-                "--zap-log-level=info",
+                *operator_args(
+                    binaries.operator,
+                    bind="0.0.0.0",
+                    probe=probe,
+                    grpc=grpc,
+                    certs=certs,
+                    ca_dir=tmp_path / "keda-ca",
+                ),
             ),
             port=probe,
             host=node_ip,
-            env={
-                "KUBECONFIG": kubeconfig,
-                "WATCH_NAMESPACE": kind.namespace,
-                "POD_NAMESPACE": KEDA_NAMESPACE,
-                "KEDA_CLUSTER_OBJECT_NAMESPACE": KEDA_NAMESPACE,
-                "KEDA_RESTRICT_SECRET_ACCESS": "true",
-            },
+            env=operator_env(kind.kubeconfig, kind.namespace, KEDA_NAMESPACE),
             log_dir=tmp_path / "keda-logs",
             ready_path="/readyz",
             timeout=180,

@@ -9,7 +9,6 @@ name, which a process on this machine cannot resolve."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from kaos_operator.kube import CRDS, HPAS, SCALEDOBJECTS, KubeClient, Obj, Tempo
 
 from tests.e2e.operator.helpers import AGENTS, condition, create, eventually, proxy_api
 from tests.fixtures.operator import OperatorFactory, apply_crds
-from tests.support.keda import keda_binaries, keda_crds
+from tests.support.keda import grpc_certs, keda_binaries, keda_crds, operator_args, operator_env
 from tests.support.procs import ServiceProcess, free_port, start_service
 
 pytestmark = pytest.mark.cluster
@@ -61,30 +60,6 @@ async def keda_installed(kube: KubeClient, kaos_crds: Path) -> AsyncIterator[Non
         await eventually(gone, within=60, what="ScaledObjects no longer served")
 
 
-def grpc_certs(directory: Path) -> Path:
-    """A self-signed key pair for the operator's metrics gRPC server (it will not start
-    without one; nothing connects to it here)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    key, cert = directory / "tls.key", directory / "tls.crt"
-    argv = [
-        "openssl",
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=keda-operator",
-    ]
-    argv += ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
-    argv += ["-keyout", str(key), "-out", str(cert)]
-    subprocess.run(argv, check=True, capture_output=True, timeout=60)
-    (directory / "ca.crt").write_bytes((directory / "tls.crt").read_bytes())
-    return directory
-
-
 @pytest.fixture
 def keda_operator(
     keda_installed: None, kaos_crds: Path, k8s_namespace: str, tmp_path: Path
@@ -94,28 +69,16 @@ def keda_operator(
     probe = free_port()
     proc = start_service(
         "keda-operator",
-        [
-            str(binaries.operator),
-            f"--health-probe-bind-address=127.0.0.1:{probe}",
-            f"--metrics-bind-address=127.0.0.1:{free_port()}",
-            f"--metrics-service-bind-address=127.0.0.1:{free_port()}",
-            f"--cert-dir={grpc_certs(tmp_path / 'keda-certs')}",
-            f"--ca-dir={tmp_path / 'keda-ca'}",
-            "--leader-elect=false",
-            "--enable-cert-rotation=false",
-            "--zap-log-level=info",
-        ],
+        operator_args(
+            binaries.operator,
+            bind="127.0.0.1",
+            probe=probe,
+            grpc=free_port(),
+            certs=grpc_certs(tmp_path / "keda-certs"),
+            ca_dir=tmp_path / "keda-ca",
+        ),
         port=probe,
-        env={
-            "KUBECONFIG": str(kaos_crds),
-            "WATCH_NAMESPACE": k8s_namespace,
-            # KEDA's own namespace, and only its Secrets: KEDA resolves the env of the
-            # target's container, and an agent's carries secretKeyRefs (the task store's
-            # DSN) that KEDA has no need to read. A hardened install does the same.
-            "POD_NAMESPACE": KEDA_NAMESPACE,
-            "KEDA_CLUSTER_OBJECT_NAMESPACE": KEDA_NAMESPACE,
-            "KEDA_RESTRICT_SECRET_ACCESS": "true",
-        },
+        env=operator_env(kaos_crds, k8s_namespace, KEDA_NAMESPACE),
         log_dir=tmp_path / "keda-logs",
         ready_path="/readyz",
         timeout=120,

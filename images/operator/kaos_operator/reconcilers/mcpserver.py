@@ -14,7 +14,7 @@ from kaos_operator.context import ReconcileContext, WorkloadReader
 from kaos_operator.desired import McpContext, desired_mcpserver_objects, security
 from kaos_operator.desired.mcpserver import server_endpoint
 from kaos_operator.reconcilers.base import Reconciler
-from kaos_operator.reconcilers.reads import BackendReads, ReadFailure, ReadPending
+from kaos_operator.reconcilers.reads import BackendReads, ReadFailure, ReadPending, report_reading
 from kaos_operator.status import Clock, StatusBuilder, utc_now
 from kaos_operator.tools import ToolLister, list_tool_names
 
@@ -77,17 +77,14 @@ class MCPServerReconciler(Reconciler[MCPServer]):
         token = None if self._token is None else self._token.read()
         names = self._tools.read(res, lambda: self._list_tools(endpoint, token))
         if isinstance(names, ReadPending):
-            last = res.status.condition(reasons.TOOLS_LISTED)
-            if last is not None and last.reason == reasons.TOOL_LIST_FAILED:
-                # A retry under way: the failure stands until it answers.
-                status.condition(last.type, last.status, last.reason, last.message)
-            else:
-                status.condition(
-                    reasons.TOOLS_LISTED,
-                    "Unknown",
-                    reasons.TOOLS_LISTING,
-                    f"tools/list at {endpoint}",
-                )
+            report_reading(
+                status,
+                reasons.TOOLS_LISTED,
+                res.status.condition(reasons.TOOLS_LISTED),
+                failed=reasons.TOOL_LIST_FAILED,
+                reading=reasons.TOOLS_LISTING,
+                message=f"tools/list at {endpoint}",
+            )
             if res.status.available_tools is not None:
                 status.fields["availableTools"] = list(res.status.available_tools)
             return

@@ -15,7 +15,7 @@ from kaos_operator.context import ReconcileContext, WorkloadReader
 from kaos_operator.desired import ModelAPIContext, desired_modelapi_objects, security
 from kaos_operator.desired.modelapi import model_api_endpoint
 from kaos_operator.reconcilers.base import DeploymentState, Reconciler
-from kaos_operator.reconcilers.reads import BackendReads, ReadFailure, ReadPending
+from kaos_operator.reconcilers.reads import BackendReads, ReadFailure, ReadPending, report_reading
 from kaos_operator.status import Clock, StatusBuilder, utc_now
 
 log = logging.getLogger(__name__)
@@ -123,17 +123,14 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
         if isinstance(capabilities, ReadPending):
             if known:
                 status.fields[CAPABILITIES_FIELD] = dict(known)
-            last = res.status.condition(reasons.CAPABILITIES_READ)
-            if last is not None and last.reason == reasons.CAPABILITY_READ_FAILED:
-                # A retry under way: the failure stands until it answers.
-                status.condition(last.type, last.status, last.reason, last.message)
-            else:
-                status.condition(
-                    reasons.CAPABILITIES_READ,
-                    "Unknown",
-                    reasons.CAPABILITIES_READING,
-                    f"reading capabilities at {endpoint}",
-                )
+            report_reading(
+                status,
+                reasons.CAPABILITIES_READ,
+                res.status.condition(reasons.CAPABILITIES_READ),
+                failed=reasons.CAPABILITY_READ_FAILED,
+                reading=reasons.CAPABILITIES_READING,
+                message=f"reading capabilities at {endpoint}",
+            )
             return
         if isinstance(capabilities, ReadFailure):
             # The class only: a transport error's text can carry the backend's answer.

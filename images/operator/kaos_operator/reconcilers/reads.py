@@ -21,7 +21,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from kaos_core.crds.common import CustomObject
+from kaos_core.crds.common import Condition, CustomObject
+
+from kaos_operator.status import StatusBuilder
 
 V = TypeVar("V")
 Key = tuple[str, str]  # (namespace, name)
@@ -53,6 +55,25 @@ class ReadPending(enum.Enum):
 
 
 READING = ReadPending.READING
+
+
+def report_reading(
+    status: StatusBuilder,
+    type_: str,
+    last: Condition | None,
+    *,
+    failed: str,
+    reading: str,
+    message: str,
+) -> None:
+    """Condition ``type_`` while a read is under way (``last``: the resource's standing
+    one): the failure of the read before (reason ``failed``) stands until this one
+    answers, so a retry does not flap it to Unknown and back; otherwise Unknown, reason
+    ``reading``."""
+    if last is not None and last.reason == failed:
+        status.condition(type_, last.status, last.reason, last.message)
+    else:
+        status.condition(type_, "Unknown", reading, message)
 
 
 @dataclass
