@@ -65,7 +65,7 @@ class Broken(AuditLog):
     async def write(self, entry: AuditEntry) -> None:
         raise OSError("disk on fire")
 
-    async def query(self, **_: object) -> list[AuditEntry]:  # type: ignore[override]
+    async def select(self, query: AuditQuery) -> list[AuditEntry]:
         return []
 
     async def sweep(self, before: float) -> int:

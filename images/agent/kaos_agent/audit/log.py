@@ -130,10 +130,9 @@ class AuditLog(abc.ABC):
         first (in call order)."""
         return await self.select(AuditQuery(task, since, until, limit, user))
 
+    @abc.abstractmethod
     async def select(self, query: AuditQuery) -> list[AuditEntry]:
-        """What ``query`` answers, each log its own way (not abstract: a log may implement
-        ``query`` itself instead)."""
-        raise NotImplementedError
+        """What ``query`` answers, each log its own way."""
 
     @abc.abstractmethod
     async def sweep(self, before: float) -> int:
