@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=CustomObject)
 M = TypeVar("M", bound=CustomObject)
-V = TypeVar("V")
 
 
 class Outcome(enum.StrEnum):
@@ -156,6 +155,8 @@ class Reconciler(ABC, Generic[R]):
         self._refused: dict[tuple[str, str], tuple[tuple[str, int, str], PermanentError]] = {}
         # (namespace, name) -> seconds: reconcile again after that long (StatusBuilder.recheck).
         self._rechecks: dict[tuple[str, str], float] = {}
+        # What ``backend_reads`` made: closed with the reconciler.
+        self._backend_reads: list[BackendReads[Any]] = []
 
     @property
     def kind(self) -> str:
@@ -169,14 +170,17 @@ class Reconciler(ABC, Generic[R]):
         """Queue ``res`` again: a read of its backend (``reads``) has ended."""
         self.ctx.requeue(self.kind, res.namespace, res.name)
 
+    def backend_reads(self) -> BackendReads[Any]:
+        """Reads of this kind's backends beside the queue (``reads``): each wakes its
+        resource when it ends, on this reconciler's clock; closed with the reconciler."""
+        reads: BackendReads[Any] = BackendReads(self.wake, clock=self.seconds)
+        self._backend_reads.append(reads)
+        return reads
+
     async def close(self) -> None:
         """Stop what runs beside the queue (the operator is stopping)."""
-        for reads in self._reads():
+        for reads in self._backend_reads:
             await reads.close()
-
-    def _reads(self) -> list[BackendReads[Any]]:
-        """The kind's ``BackendReads``, for ``close``."""
-        return []
 
     @abstractmethod
     async def sync(self, res: R, status: StatusBuilder) -> None:

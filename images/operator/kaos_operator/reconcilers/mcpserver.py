@@ -5,7 +5,6 @@ over MCP), go into status."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.crds import Agent, MCPServer, reasons
@@ -46,7 +45,7 @@ class MCPServerReconciler(Reconciler[MCPServer]):
         token_file = posture.operator_mcp_token_file if posture.security_enabled else None
         self._token = None if token_file is None else TokenFile(token_file)
         # A server's tools change only with its spec: one listing per generation.
-        self._tools: BackendReads[list[str]] = BackendReads(self.wake, clock=self.seconds)
+        self._tools: BackendReads[list[str]] = self.backend_reads()
 
     async def sync(self, res: MCPServer, status: StatusBuilder) -> None:
         settings = self.ctx.settings
@@ -69,9 +68,6 @@ class MCPServerReconciler(Reconciler[MCPServer]):
             dep = await self.workload_status(res, status, self.owned_deployment(res))
             if dep.available:
                 await self._tool_status(res, endpoint, status)
-
-    def _reads(self) -> list[BackendReads[Any]]:
-        return [self._tools]
 
     async def _tool_status(self, res: MCPServer, endpoint: str, status: StatusBuilder) -> None:
         token = None if self._token is None else self._token.read()

@@ -4,7 +4,6 @@ when its Deployment is available, and then the key it signs erasure receipts wit
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 
@@ -35,7 +34,7 @@ class MemoryStoreReconciler(Reconciler[MemoryStore]):
         available (``kaos_operator.receipt_key``); without one the status has no key."""
         super().__init__(ctx, clock=clock, workload_reader=workload_reader)
         self._read_key = receipt_key_reader
-        self._keys: BackendReads[dict[str, str]] = BackendReads(self.wake, clock=self.seconds)
+        self._keys: BackendReads[dict[str, str]] = self.backend_reads()
 
     async def sync(self, res: MemoryStore, status: StatusBuilder) -> None:
         spec = res.spec
@@ -80,9 +79,6 @@ class MemoryStoreReconciler(Reconciler[MemoryStore]):
             status.fields["readyReplicas"] = dep.ready_replicas
             if dep.available:
                 await self._receipt_key(res, status)
-
-    def _reads(self) -> list[BackendReads[Any]]:
-        return [self._keys]
 
     async def _receipt_key(self, res: MemoryStore, status: StatusBuilder) -> None:
         if self._read_key is None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any
 
 from kaos_core.crds import Agent, MemoryStore, ModelAPI, reasons
 
@@ -37,9 +36,7 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
         super().__init__(ctx, clock=clock, workload_reader=workload_reader)
         self._read_capabilities = capability_reader
         # What a model can do changes only with the spec (or the image): one read per generation.
-        self._capabilities: BackendReads[dict[str, list[str]]] = BackendReads(
-            self.wake, clock=self.seconds
-        )
+        self._capabilities: BackendReads[dict[str, list[str]]] = self.backend_reads()
 
     async def sync(self, res: ModelAPI, status: StatusBuilder) -> None:
         endpoint = model_api_endpoint(res)
@@ -95,9 +92,6 @@ class ModelAPIReconciler(Reconciler[ModelAPI]):
                 reasons.PULLING,
                 f"waiting for the pod to pull {model}{origin} (first start only) and load it",
             )
-
-    def _reads(self) -> list[BackendReads[Any]]:
-        return [self._capabilities]
 
     async def _capability_status(
         self, res: ModelAPI, endpoint: str, dep: DeploymentState, status: StatusBuilder
