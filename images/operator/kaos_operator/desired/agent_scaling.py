@@ -23,6 +23,7 @@ from kaos_core.crds import Agent, reasons
 from kaos_core.crds.autoscaling import DEFAULT_CPU_UTILIZATION, AgentAutoscaling, Scaler
 
 from kaos_operator.desired.common import Obj, metadata, service_url
+from kaos_operator.desired.security import admit
 
 SCALED_OBJECT_API = "keda.sh/v1alpha1"
 HPA_API = "autoscaling/v2"
@@ -95,12 +96,7 @@ def admit_scaler(
     if scaler_of(agent, keda_served) != "keda" or agent.spec.agent_network.expose:
         return policy
     namespace = {"matchLabels": {"kubernetes.io/metadata.name": keda_namespace}}
-    rule = {
-        "from": [{"namespaceSelector": namespace}],
-        "ports": [{"protocol": "TCP", "port": port}],
-    }
-    spec = policy["spec"]
-    return {**policy, "spec": {**spec, "ingress": [*spec["ingress"], rule]}}
+    return admit(policy, {"namespaceSelector": namespace}, port)
 
 
 def horizontal_pod_autoscaler(agent: Agent, scaling: AgentAutoscaling) -> Obj:

@@ -40,7 +40,7 @@ from kaos_operator.desired.common import (
     restricted_security_context,
 )
 from kaos_operator.desired.overrides import with_placement
-from kaos_operator.desired.security import TOKENS_VOLUME, agent_service_account
+from kaos_operator.desired.security import TOKENS_VOLUME, admit, agent_service_account
 
 # A CronJob's name may have 52 characters: its Jobs add "-<minutes since the epoch>".
 CRONJOB_NAME_MAX = 52
@@ -222,9 +222,7 @@ def admit_schedule_pods(policy: Obj, agent: Agent, port: int) -> Obj:
             }
         }
     }
-    rule = {"from": [peer], "ports": [{"protocol": "TCP", "port": port}]}
-    spec = policy["spec"]
-    return {**policy, "spec": {**spec, "ingress": [*spec["ingress"], rule]}}
+    return admit(policy, peer, port)
 
 
 # -- status ---------------------------------------------------------------------------

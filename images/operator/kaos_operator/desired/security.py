@@ -178,6 +178,14 @@ def network_policy(
     }
 
 
+def admit(policy: Obj, peer: Obj, port: int) -> Obj:
+    """``policy`` with one more ingress rule: from ``peer`` (a NetworkPolicy peer) on
+    ``port``."""
+    rule = {"from": [peer], "ports": [{"protocol": "TCP", "port": port}]}
+    spec = policy["spec"]
+    return {**policy, "spec": {**spec, "ingress": [*spec["ingress"], rule]}}
+
+
 # -- pod pieces ---------------------------------------------------------------------------
 
 
