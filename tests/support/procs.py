@@ -44,7 +44,7 @@ def free_port() -> int:
             return port
 
 
-def _listener_sockets(port: int, pid: int | str = "self") -> set[str]:
+def _listener_sockets(port: int, pid: int) -> set[str]:
     """The ``socket:[inode]`` names of the TCP listeners on ``port`` in the network
     namespace of ``pid`` (the kernel's tables: state 0A is LISTEN)."""
     found: set[str] = set()

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import subprocess
+import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -281,3 +282,13 @@ def devmodel_agent(name: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"modelAPI": "devmodel-api", "model": "openai/devmodel", **spec},
     }
+
+
+def post_json(url: str, body: dict[str, Any]) -> None:
+    """POST ``body`` as JSON (the development model's ``/control`` routes, through a
+    port-forward); anything but 200 fails the test."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        assert resp.status == 200

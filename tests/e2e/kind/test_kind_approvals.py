@@ -23,6 +23,7 @@ from tests.e2e.kind.helpers import (
     EXTERNAL_TASK_STORE,
     KindDeployment,
     devmodel_agent,
+    post_json,
     python_tools,
     token,
     wait_ready,
@@ -85,14 +86,6 @@ def _charges(kind: KindDeployment, tools: str) -> list[str]:
     return [line.split(MARK, 1)[1].strip() for line in logs.splitlines() if MARK in line]
 
 
-def _post(url: str, body: dict[str, Any]) -> None:
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=30) as resp:
-        assert resp.status == 200
-
-
 def test_a_paused_task_survives_deleting_every_pod_of_its_agent(kind: KindDeployment) -> None:
     run = token()[:8]
     tools, agent, objects = _objects(run)
@@ -109,7 +102,7 @@ def test_a_paused_task_survives_deleting_every_pod_of_its_agent(kind: KindDeploy
         ]
         message = {"messageId": f"m-{run}", "role": "ROLE_USER", "parts": [{"text": label}]}
         with kind.forward("devmodel", 8000) as model:
-            _post(model + "/control/script", {"rules": script})
+            post_json(model + "/control/script", {"rules": script})
             with kind.forward(agent, AGENT_PORT) as url:
                 status, answer = _rpc(url, "alice", "SendMessage", {"message": message})
             assert status == 200, answer
@@ -142,7 +135,7 @@ def test_a_paused_task_survives_deleting_every_pod_of_its_agent(kind: KindDeploy
                     return got if _state(got) == "TASK_STATE_COMPLETED" else None
 
                 done = wait_until(ended, timeout=120, what="the approved task completed")
-            _post(model + "/control/reset", {})
+            post_json(model + "/control/reset", {})
         assert f"done: charged {label}" in json.dumps(done)
         assert _charges(kind, tools) == [label]
     finally:

@@ -25,7 +25,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +38,7 @@ from tests.e2e.kind.helpers import (
     EXTERNAL_TASK_STORE,
     KindDeployment,
     devmodel_agent,
+    post_json,
     wait_ready,
 )
 from tests.support.cluster import wait_until
@@ -96,9 +96,9 @@ def _resolv_conf(path: Path, dns: str, namespace: str) -> Path:
 
 
 @pytest.fixture
-def keda(kind: KindDeployment, tmp_path: Path) -> Iterator[str]:
+def keda(kind: KindDeployment, tmp_path: Path) -> Iterator[None]:
     """KEDA's CRDs, operator and adapter, with the KAOS operator restarted to see them;
-    everything undone afterwards. Yields the node's IP."""
+    everything undone afterwards."""
     if kind.in_netns is None:
         pytest.skip("KEDA's operator runs in the real node's network namespace")
     binaries = keda_binaries()
@@ -106,7 +106,7 @@ def keda(kind: KindDeployment, tmp_path: Path) -> Iterator[str]:
     crds = keda_crds()
     certs = grpc_certs(tmp_path / "keda-certs")
     kubeconfig = str(kind.kubeconfig)
-    started: list[ServiceProcess] = []
+    operator: ServiceProcess | None = None
     adapter: subprocess.Popen[bytes] | None = None
     _apply(kind, *crds)
     try:
@@ -141,41 +141,41 @@ def keda(kind: KindDeployment, tmp_path: Path) -> Iterator[str]:
             ready_path="/readyz",
             timeout=180,
         )
-        started.append(operator)
         secure = free_port()
-        adapter_log = open(tmp_path / "keda-logs" / "keda-adapter.log", "ab")  # noqa: SIM115
-        adapter = subprocess.Popen(
-            [
-                str(binaries.adapter),
-                f"--secure-port={secure}",
-                f"--bind-address={host_ip}",
-                f"--port={free_port()}",
-                f"--cert-dir={certs}",
-                f"--tls-cert-file={certs / 'tls.crt'}",
-                f"--tls-private-key-file={certs / 'tls.key'}",
-                f"--metrics-service-address={node_ip}:{grpc}",
-                "--metrics-service-grpc-authority=localhost",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                f"--lister-kubeconfig={kubeconfig}",
-            ],
-            env={
-                "PATH": "/usr/bin:/bin",
-                "KUBECONFIG": kubeconfig,
-                "WATCH_NAMESPACE": kind.namespace,
-                "POD_NAMESPACE": KEDA_NAMESPACE,
-                "KEDA_CLUSTER_OBJECT_NAMESPACE": KEDA_NAMESPACE,
-            },
-            stdout=adapter_log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        # The process keeps its own copy of the log file: ours closes once it has started.
+        with open(tmp_path / "keda-logs" / "keda-adapter.log", "ab") as adapter_log:
+            adapter = subprocess.Popen(
+                [
+                    str(binaries.adapter),
+                    f"--secure-port={secure}",
+                    f"--bind-address={host_ip}",
+                    f"--port={free_port()}",
+                    f"--cert-dir={certs}",
+                    f"--tls-cert-file={certs / 'tls.crt'}",
+                    f"--tls-private-key-file={certs / 'tls.key'}",
+                    f"--metrics-service-address={node_ip}:{grpc}",
+                    "--metrics-service-grpc-authority=localhost",
+                    f"--authentication-kubeconfig={kubeconfig}",
+                    f"--authorization-kubeconfig={kubeconfig}",
+                    f"--lister-kubeconfig={kubeconfig}",
+                ],
+                env={
+                    "PATH": "/usr/bin:/bin",
+                    "KUBECONFIG": kubeconfig,
+                    "WATCH_NAMESPACE": kind.namespace,
+                    "POD_NAMESPACE": KEDA_NAMESPACE,
+                    "KEDA_CLUSTER_OBJECT_NAMESPACE": KEDA_NAMESPACE,
+                },
+                stdout=adapter_log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         _apply(kind, *_metrics_api(host_ip, secure), namespace=KEDA_NAMESPACE)
         wait_until(
             lambda: _available(kind), timeout=180, what=f"the APIService {METRICS_API} Available"
         )
-        yield node_ip
+        yield
     finally:
         kind.kubectl("delete", "apiservice", METRICS_API, "--ignore-not-found", check=False)
         kind.kubectl(
@@ -189,8 +189,8 @@ def keda(kind: KindDeployment, tmp_path: Path) -> Iterator[str]:
         if adapter is not None:
             adapter.terminate()
             adapter.wait(timeout=30)
-        for proc in started:
-            proc.stop(timeout=15)
+        if operator is not None:
+            operator.stop(timeout=15)
         for crd in crds:
             kind.kubectl(
                 "delete", "crd", crd["metadata"]["name"], "--ignore-not-found", "--wait=false",
@@ -265,29 +265,14 @@ def _available(kind: KindDeployment) -> bool:
     return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
 
 
-def _deployment(kind: KindDeployment, name: str) -> dict[str, Any]:
-    found = kind.get("deployment", name)
-    assert found is not None
-    return found
-
-
 def _replicas(kind: KindDeployment, name: str) -> tuple[int, int]:
     """(asked for, ready) of the Agent's Deployment."""
-    dep = _deployment(kind, name)
+    dep = kind.get("deployment", name)
+    assert dep is not None
     return int(dep["spec"].get("replicas", 1)), int(dep.get("status", {}).get("readyReplicas") or 0)
 
 
-def _faults(model: str, body: dict[str, Any]) -> None:
-    req = urllib.request.Request(
-        model + "/control/faults",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        assert resp.status == 200
-
-
-def test_the_agents_own_load_scales_it_out_and_back(kind: KindDeployment, keda: str) -> None:
+def test_the_agents_own_load_scales_it_out_and_back(kind: KindDeployment, keda: None) -> None:
     assert kind.in_netns is not None
     agent = f"scaled-{uuid.uuid4().hex[:6]}"
     held = {"name": "MODEL_TIMEOUT_SECONDS", "value": str(int(SCALE_TIMEOUT + 120))}
@@ -316,7 +301,7 @@ def test_the_agents_own_load_scales_it_out_and_back(kind: KindDeployment, keda: 
         url = f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
         with kind.forward("devmodel", 8000) as model:
             # Every chat request is held until the faults change: the tasks stay in flight.
-            _faults(model, {"hang": True, "routes": ["chat"]})
+            post_json(model + "/control/faults", {"hang": True, "routes": ["chat"]})
             load = subprocess.Popen(
                 kind.in_netns(
                     sys.executable,
@@ -344,7 +329,7 @@ def test_the_agents_own_load_scales_it_out_and_back(kind: KindDeployment, keda: 
                 )
                 out = time.monotonic() - sent
             finally:
-                _faults(model, {})
+                post_json(model + "/control/faults", {})
             report = json.loads(load.stdout.read().strip().splitlines()[-1])
             assert load.wait(timeout=120) == 0
         cancelled = {t for t, a in report["cancels"].items() if a == "TASK_STATE_CANCELED"}

@@ -21,7 +21,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections import Counter
 from typing import Any
@@ -33,6 +32,7 @@ from tests.e2e.kind.helpers import (
     EXTERNAL_TASK_STORE,
     KindDeployment,
     devmodel_agent,
+    post_json,
     python_tools,
     wait_ready,
 )
@@ -112,14 +112,6 @@ def _script(run: str) -> list[dict[str, Any]]:
     return rules
 
 
-def _post(url: str, body: dict[str, Any]) -> None:
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        assert resp.status == 200
-
-
 def _agent_pods(kind: KindDeployment, agent: str) -> list[dict[str, Any]]:
     pods = _get(kind, "pods", "-l", f"app.kubernetes.io/instance={agent}")["items"]
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
@@ -148,9 +140,9 @@ def test_three_replicas_answer_every_task_while_one_pod_is_deleted(kind: KindDep
         service = _get(kind, "service", agent)
         url = f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
         with kind.forward("devmodel", 8000) as model:
-            _post(model + "/control/script", {"rules": _script(run)})
+            post_json(model + "/control/script", {"rules": _script(run)})
             report, deleted, seconds = _load(kind, kind.in_netns, url, run, agent)
-            _post(model + "/control/reset", {})
+            post_json(model + "/control/reset", {})
         ticks = _tool_calls(kind, tools)
         resumed = _resumed(kind, agent)
         print(
