@@ -1,13 +1,19 @@
-"""Issue 36's rolling upgrade: ``helm upgrade`` of the release to new images while chat
-turns and A2A tasks flow, on the kind suite's deployment on the real node.
+"""Issue 36's rolling upgrade: ``helm upgrade`` from the previous version's images and chart
+to this checkout's, while chat turns and A2A tasks flow, on the kind suite's deployment on
+the real node.
+
+The previous version (``tests.support.cluster.previous``) is the commit before the newest
+change to the images or the chart: its tree comes out of git, ``hack/images`` builds its
+three images (cached by their inputs) and ``ctr`` puts them on the node. The release is
+first taken to that version (the previous chart with its images: the previous operator
+rolls what it deployed onto its images), and the Agent under traffic is made by the
+previous operator. Then the stream starts and the release is upgraded to this checkout's
+chart and images; the new operator rolls every agent and memory service it deployed.
 
 The Agent under traffic has two replicas (so a PodDisruptionBudget), an external task store
-and the external MemoryStore (two stateless replicas on PostgreSQL). The upgrade gives
-every KAOS image a new tag (the same image content under a new name in the node's
-containerd: what the chart sees of a release's new version), so the chart rolls the
-operator and the new operator rolls every agent and memory service it deployed. The
-stream (``tests.support.steady_load``) runs in the node's network namespace, through the
-Agent's Service, from before the upgrade until every rolled workload is Ready again.
+and the external MemoryStore (two stateless replicas on PostgreSQL). The stream
+(``tests.support.steady_load``) runs in the node's network namespace, through the Agent's
+Service, from before the upgrade until every rolled workload is Ready again.
 
 Judged: no request failed (only a refused connection or a stopping replica's 503 is sent
 again, as a client would), and every answered chat turn is in the memory store (its
@@ -18,8 +24,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +43,14 @@ from tests.e2e.kind.helpers import (
 )
 from tests.fixtures.helm import locate_helm
 from tests.support.cluster import wait_until
+from tests.support.cluster.previous import (
+    KAOS_IMAGES,
+    NoHistory,
+    PreviousVersion,
+    build_images,
+    export_tree,
+    previous_commit,
+)
 from tests.support.procs import REPO_ROOT
 
 pytestmark = [pytest.mark.kind, pytest.mark.realnode, pytest.mark.timeout(1800)]
@@ -74,43 +90,87 @@ def _rolled(kind: KindDeployment, namespace: str, name: str, image: str) -> bool
     )
 
 
-def _retag(kind: KindDeployment, image: str, suffix: str) -> str:
-    assert kind.ctr is not None
-    new = f"{image}-{suffix}"
-    subprocess.run(kind.ctr("images", "tag", "--force", image, new), check=True, timeout=60)
-    return new
+def _release_tags(helm: str, kind: KindDeployment) -> dict[str, str]:
+    """The image tags the release runs now (its values, as hack/kind/deploy set them)."""
+    shown = subprocess.run(
+        [helm, "get", "values", RELEASE, "-n", RELEASE_NAMESPACE, "-o", "json",
+         "--kubeconfig", str(kind.kubeconfig)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    images = json.loads(shown.stdout)["images"]
+    return {name: str(images[name]["tag"]) for name in (*KAOS_IMAGES, "mcp")}
 
 
-def _tag(image: str) -> str:
-    return image.rsplit(":", 1)[1]
+def _helm_upgrade(helm: str, kind: KindDeployment, chart: Path, tags: dict[str, str]) -> None:
+    """The release onto ``chart`` with those image tags, the rest of its values kept."""
+    argv = [helm, "upgrade", RELEASE, str(chart), "--kubeconfig", str(kind.kubeconfig),
+            "-n", RELEASE_NAMESPACE, "--reset-then-reuse-values",
+            *(arg for name, tag in tags.items() for arg in ("--set", f"images.{name}.tag={tag}")),
+            "--wait", f"--timeout={UPGRADE_TIMEOUT:g}s"]  # fmt: skip
+    upgraded = subprocess.run(argv, capture_output=True, text=True, timeout=UPGRADE_TIMEOUT + 60)
+    assert upgraded.returncode == 0, upgraded.stderr
 
 
-def test_helm_upgrade_under_traffic_fails_no_request_and_loses_no_write(
-    kind: KindDeployment,
-) -> None:
+def _image(kind: KindDeployment, namespace: str, name: str, tag: str) -> str:
+    """The image of the Deployment's first container, under ``tag``."""
+    return f"{_images(kind.get('deployment', name, '-n', namespace))[0].rsplit(':', 1)[0]}:{tag}"
+
+
+def _wait_rolled(kind: KindDeployment, workloads: list[tuple[str, str, str]]) -> None:
+    for namespace, name, image in workloads:
+        wait_until(
+            functools.partial(_rolled, kind, namespace, name, image),
+            timeout=UPGRADE_TIMEOUT,
+            what=f"{name} rolled to {image}",
+        )
+
+
+def _operator(kind: KindDeployment) -> str:
+    found = kind.get("deployment", "-n", RELEASE_NAMESPACE, "-l",
+                     "app.kubernetes.io/component=operator")  # fmt: skip
+    assert found is not None and len(found["items"]) == 1, found
+    return str(found["items"][0]["metadata"]["name"])
+
+
+@pytest.fixture(scope="module")
+def previous(kind: KindDeployment, tmp_path_factory: pytest.TempPathFactory) -> PreviousVersion:
+    """The previous version, its images built and on the node."""
     if kind.in_netns is None or kind.ctr is None:
         pytest.skip("the stream runs in the real node's network namespace (not a kind cluster)")
+    try:
+        commit = previous_commit()
+    except NoHistory as exc:
+        pytest.skip(f"no previous version to upgrade from: {exc}")
+    cache = Path(os.environ.get("KAOS_CACHE_DIR") or Path.home() / ".cache" / "kaos")
+    version = PreviousVersion(commit, export_tree(commit, cache / "upgrade-from"))
+    logs = tmp_path_factory.mktemp("previous")
+    for _ref, archive in build_images(version, os.environ, logs, lambda line: None).values():
+        subprocess.run(kind.ctr("images", "import", "--platform", "linux/amd64", str(archive)),
+                       check=True, capture_output=True, timeout=900)  # fmt: skip
+    return version
+
+
+def test_helm_upgrade_from_the_previous_version_under_traffic_fails_no_request_and_loses_no_write(
+    kind: KindDeployment, previous: PreviousVersion
+) -> None:
     helm = locate_helm()
-    assert helm is not None
+    assert helm is not None and kind.in_netns is not None
     run = token()[:8]
     agent = f"upgrade-{run}"
-    kind.kubectl("apply", "-f", "-", input=json.dumps(_agent(agent)))
+    operator = _operator(kind)
+    current = _release_tags(str(helm), kind)
+    restore = True
     try:
+        # The release at the previous version, as a cluster that ran it would be.
+        _helm_upgrade(str(helm), kind, previous.chart, dict.fromkeys(current, previous.tag))
+        _wait_rolled(kind, [
+            (RELEASE_NAMESPACE, operator, _image(kind, RELEASE_NAMESPACE, operator, previous.tag)),
+            (kind.namespace, STORE, _image(kind, kind.namespace, STORE, previous.tag)),
+        ])  # fmt: skip
+        kind.kubectl("apply", "-f", "-", input=json.dumps(_agent(agent)))
         wait_ready(kind, agent, READY_TIMEOUT)
-        wait_until(
-            lambda: _rolled(kind, kind.namespace, agent, _images(kind.get("deployment", agent))[0]),
-            timeout=READY_TIMEOUT,
-            what="both agent replicas Ready",
-        )
-        operator = kind.get("deployment", "-n", RELEASE_NAMESPACE, "-l",
-                            "app.kubernetes.io/component=operator")  # fmt: skip
-        assert operator is not None and len(operator["items"]) == 1, operator
-        old = {
-            "operator": _images(operator["items"][0])[0],
-            "agent": _images(kind.get("deployment", agent))[0],
-            "memory": _images(kind.get("deployment", STORE))[0],
-        }
-        new = {name: _retag(kind, image, f"up{run}") for name, image in old.items()}
+        _wait_rolled(kind, [(kind.namespace, agent,
+                             _image(kind, kind.namespace, agent, previous.tag))])  # fmt: skip
 
         service = kind.get("service", agent)
         assert service is not None
@@ -122,36 +182,22 @@ def test_helm_upgrade_under_traffic_fails_no_request_and_loses_no_write(
         assert load.stdin is not None and load.stdout is not None
         try:
             assert load.stdout.readline().strip() == "STARTED"
-            upgrade = [
-                str(helm), "upgrade", RELEASE, str(REPO_ROOT / "charts" / "kaos"),
-                "--kubeconfig", str(kind.kubeconfig), "-n", RELEASE_NAMESPACE, "--reuse-values",
-                "--set", f"images.operator.tag={_tag(new['operator'])}",
-                "--set", f"images.memory.tag={_tag(new['memory'])}",
-                "--set", f"images.agent.tag={_tag(new['agent'])}",
-                "--set", f"images.mcp.tag={_tag(new['agent'])}",
-                "--wait", f"--timeout={UPGRADE_TIMEOUT:g}s",
-            ]  # fmt: skip
-            upgraded = subprocess.run(
-                upgrade, capture_output=True, text=True, timeout=UPGRADE_TIMEOUT + 60
-            )
-            assert upgraded.returncode == 0, upgraded.stderr
+            _helm_upgrade(str(helm), kind, REPO_ROOT / "charts" / "kaos", current)
+            restore = False
             # The new operator rolls what it deployed: the agent and the memory service.
-            for namespace, name, image in (
-                (kind.namespace, agent, new["agent"]),
-                (kind.namespace, STORE, new["memory"]),
-            ):
-                wait_until(
-                    functools.partial(_rolled, kind, namespace, name, image),
-                    timeout=UPGRADE_TIMEOUT,
-                    what=f"{name} rolled to {image}",
-                )
+            _wait_rolled(kind, [
+                (RELEASE_NAMESPACE, operator,
+                 _image(kind, RELEASE_NAMESPACE, operator, current["operator"])),
+                (kind.namespace, agent, _image(kind, kind.namespace, agent, current["agent"])),
+                (kind.namespace, STORE, _image(kind, kind.namespace, STORE, current["memory"])),
+            ])  # fmt: skip
         finally:
             report_line, _ = load.communicate("stop\n", timeout=120)
         report = json.loads(report_line.strip().splitlines()[-1])
         print(
-            f"\nupgrade under traffic: {len(report['chats'])} chat turns and {report['tasks']}"
-            f" A2A tasks answered ({report['followed']} answered still working and followed),"
-            f" {report['retried']} sends refused and sent again,"
+            f"\nupgrade from {previous.commit[:12]} under traffic: {len(report['chats'])} chat"
+            f" turns and {report['tasks']} A2A tasks answered ({report['followed']} answered"
+            f" still working and followed), {report['retried']} sends refused and sent again,"
             f" {len(report['failures'])} failed"
         )
         assert report["failures"] == []
@@ -160,6 +206,9 @@ def test_helm_upgrade_under_traffic_fails_no_request_and_loses_no_write(
         assert missing == [], f"{len(missing)} answered turns are not in memory: {missing[:5]}"
     finally:
         kind.kubectl("delete", f"agent/{agent}", "--wait=false", check=False)
+        if restore:
+            # The suite's deployment back at this checkout's version for what runs after.
+            _helm_upgrade(str(helm), kind, REPO_ROOT / "charts" / "kaos", current)
 
 
 def _unwritten(kind: KindDeployment, agent: str, run: str, chats: dict[str, str]) -> list[str]:
