@@ -17,6 +17,11 @@ Exit status, which the Job's outcome (and the schedule's last result) follows:
 
 One JSON line on stdout says what happened (the task's id and state, or why there was
 none); the answer's text is not printed (it may quote the conversation).
+
+With the standard ``OTEL_*`` variables set (the operator gives a schedule's pod the
+Agent's), the run is a client span ``invoke_agent`` whose context the request carries: the
+agent's spans of the run are its children, so a scheduled run is one trace from its start.
+The spans are flushed before the process exits.
 """
 
 from __future__ import annotations
@@ -34,7 +39,12 @@ from typing import Any
 import aiohttp
 from kaos_core.auth.tokenfile import TokenFile
 from kaos_core.http.failures import describe_failure
+from kaos_core.settings import SettingsError, exit_on_settings_error
+from kaos_core.telemetry import TelemetrySettings, setup_telemetry, tracer
+from kaos_core.telemetry import conventions as otel
 from kaos_core.wire import A2A_VERSION_HEADER, AGENT_TOKEN_HEADER, SESSION_HEADER
+from opentelemetry.propagate import inject
+from opentelemetry.trace import SpanKind, StatusCode
 
 A2A_VERSION = "1.0"
 COMPLETED = "TASK_STATE_COMPLETED"
@@ -97,8 +107,32 @@ def outcome_of(status: int, doc: object) -> Outcome:
 async def invoke(
     url: str, message: str, *, session: str, token_file: Path | None, seconds: float
 ) -> Outcome:
-    """Send the message and wait for the task to end, at most ``seconds``."""
+    """Send the message and wait for the task to end, at most ``seconds`` (a client span
+    around it: a no-op when tracing is off)."""
+    attributes = {
+        otel.OPERATION: "invoke_agent",
+        otel.CONVERSATION_ID: session,
+        "server.address": url,
+    }
+    with tracer(__name__).start_as_current_span(
+        "invoke_agent", kind=SpanKind.CLIENT, attributes=attributes
+    ) as span:
+        outcome = await _invoke(url, message, session=session, token_file=token_file,
+                                seconds=seconds)  # fmt: skip
+        span.set_attribute("process.exit.code", outcome.code)
+        if outcome.code != EXIT_COMPLETED:
+            # The report's own words (an error class, a state), never the answer's text.
+            why = outcome.report.get("error") or outcome.report.get("state") or "failed"
+            span.set_status(StatusCode.ERROR, str(why))
+        return outcome
+
+
+async def _invoke(
+    url: str, message: str, *, session: str, token_file: Path | None, seconds: float
+) -> Outcome:
     headers = {SESSION_HEADER: session, A2A_VERSION_HEADER: A2A_VERSION}
+    # The run's span, for the agent (nothing when tracing is off).
+    inject(headers)
     if token_file is not None:
         token = TokenFile(token_file).read()
         if token is None:
@@ -145,16 +179,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        telemetry = setup_telemetry("kaos-invoke", TelemetrySettings.from_env())
+    except SettingsError as exc:
+        exit_on_settings_error(exc)
     session = args.session or f"invoke-{uuid.uuid4().hex[:12]}"
-    outcome = asyncio.run(
-        invoke(
-            args.url,
-            args.message,
-            session=session,
-            token_file=args.token_file,
-            seconds=args.timeout,
+    try:
+        outcome = asyncio.run(
+            invoke(
+                args.url,
+                args.message,
+                session=session,
+                token_file=args.token_file,
+                seconds=args.timeout,
+            )
         )
-    )
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()
     print(json.dumps({"session": session, **outcome.report}, sort_keys=True), flush=True)
     return outcome.code
 

@@ -1,25 +1,31 @@
 """``python -m kaos_agent.invoke``, what a schedule's CronJob pod runs, against a real
 agent process on loopback verifying agent identity with a local issuer's tokens: the
 CronJob's own arguments, the callers file the operator writes for the Agent, the
-Agent's own token (a self-subjected run), and the exit status of each way a run ends."""
+Agent's own token (a self-subjected run), the exit status of each way a run ends, and,
+with the CronJob's tracing variables, one trace in a real Jaeger from the run's start."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kaos_core.auth import names as auth
+from kaos_core.crds import Telemetry
 from kaos_operator.desired import AgentContext, desired_agent_objects
 from kaos_operator.desired.security import agent_service_account
 
 from tests.fixtures.agent import AgentFactory
 from tests.support.devissuer import DevIssuer
 from tests.support.devmodel import DevModel
+from tests.support.jaeger import CLIENT, SERVER, Jaeger, Span, eventually
 from tests.support.operator_objects import IMAGES, SECURED, agent, by_kind
 from tests.support.procs import REPO_ROOT, free_port
 
@@ -36,9 +42,15 @@ def issuer(tmp_path: Path) -> Iterator[DevIssuer]:
         dev.stop()
 
 
-def operator_objects(schedules: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def operator_objects(
+    schedules: list[dict[str, Any]], telemetry: Telemetry | None = None
+) -> dict[str, dict[str, Any]]:
     ctx = AgentContext(
-        images=IMAGES, posture=SECURED, model_api_url="http://llm:4000", model_name="m"
+        images=IMAGES,
+        posture=SECURED,
+        model_api_url="http://llm:4000",
+        model_name="m",
+        telemetry=telemetry or Telemetry(),
     )
     objects = desired_agent_objects(agent("a1", NS, schedules=schedules), ctx)
     return {f"{o['kind']}/{o['metadata']['name']}": o for o in objects} | by_kind(objects)
@@ -61,13 +73,16 @@ def secured_agent(
     return svc.url
 
 
-def invoke(args: list[str], timeout: float = 90) -> tuple[int, dict[str, Any]]:
+def invoke(
+    args: list[str], timeout: float = 90, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
     done = subprocess.run(
         [sys.executable, "-m", "kaos_agent.invoke", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
     )
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     report = json.loads(lines[-1]) if lines else {}
@@ -156,6 +171,42 @@ def test_exit_status_follows_how_the_run_ends(
 
     code, report = invoke(["--url", f"http://127.0.0.1:{free_port()}", "--message", "hi"])
     assert code == 3 and report["error"] == "could not connect"
+
+
+def test_a_traced_run_is_one_trace_from_its_start(
+    agent_factory: AgentFactory, devmodel: DevModel, jaeger: Jaeger
+) -> None:
+    since = datetime.now(UTC)
+    telemetry = Telemetry(endpoint=jaeger.otlp_endpoint)
+    cronjob = operator_objects([SCHEDULE], telemetry)["CronJob/a1-morning"]
+    (main,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    run_env = {e["name"]: e["value"] for e in main["env"]}
+    agent_name = f"a1-{uuid.uuid4().hex[:8]}"
+    url = agent_factory(
+        "a1", OTEL_EXPORTER_OTLP_ENDPOINT=jaeger.otlp_endpoint, OTEL_SERVICE_NAME=agent_name
+    ).url
+
+    code, report = invoke(["--url", url, "--session", "schedule-morning", "--message", "hi"],
+                          env=run_env)  # fmt: skip
+    assert code == 0, report
+
+    def run_span() -> Span | None:
+        found = [s for s in jaeger.query.spans("a1-morning", since=since) if s.kind == CLIENT]
+        return found[0] if len(found) == 1 else None
+
+    run = eventually(run_span, "the run's client span, once")
+    assert run.name == "invoke_agent" and run.parent_id == ""
+    assert run.attr("gen_ai.conversation.id") == "schedule-morning"
+    assert run.attr("process.exit.code") == 0
+    assert run.resource["kaos.resource.name"] == "a1"
+
+    def agent_side() -> list[Span] | None:
+        spans = [s for s in jaeger.query.trace(run.trace_id) if s.service == agent_name]
+        return spans or None
+
+    served = eventually(agent_side, "the agent's spans in the run's trace")
+    (server,) = [s for s in served if s.kind == SERVER and s.parent_id == run.span_id]
+    assert server.attr("http.response.status_code") == 200
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from kaos_core.auth import names as auth
 from kaos_core.crds.agent import Agent
+from kaos_core.crds.common import Telemetry
 from kaos_operator.desired import AgentContext, desired_agent_objects
 from kaos_operator.desired.agent_schedules import (
     CRONJOB_NAME_MAX,
@@ -264,3 +265,32 @@ def test_schedules_status_reads_each_cronjob_and_its_latest_job() -> None:
     # An active run is no reason to look again (its end changes the CronJob).
     cjs["a1-daily"] = cronjob_obj("a1-daily", lastScheduleTime=scheduled, active=[{"name": "x"}])
     assert not schedules_status(a, cjs.get, jobs.get, [])[1]
+
+
+def _run_env(a: Agent, context: AgentContext) -> dict[str, str]:
+    cj = cronjobs(desired_agent_objects(a, context))["a1-daily"]
+    (main,) = cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e["value"] for e in main["env"]}
+
+
+def test_runs_are_traced_as_the_agent_is_under_the_cronjobs_name() -> None:
+    traced = ctx(telemetry=Telemetry(endpoint="http://jaeger.obs:4318", sampling_ratio=0.5))
+    env = _run_env(agent("a1", schedules=[DAILY]), traced)
+    deployment = by_kind(desired_agent_objects(agent("a1", schedules=[DAILY]), traced))
+    (container,) = deployment["Deployment"]["spec"]["template"]["spec"]["containers"]
+    agent_env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["OTEL_SERVICE_NAME"] == "a1-daily"
+    assert agent_env["OTEL_SERVICE_NAME"] == "a1"
+    # Everything else as the agent's pods have it: endpoint, sampler, resource.
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER_ARG",
+                 "OTEL_RESOURCE_ATTRIBUTES"):  # fmt: skip
+        assert env[name] == agent_env[name], name
+    assert env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_runs_are_not_traced_when_the_agent_is_not() -> None:
+    off = {"telemetry": {"endpoint": "http://jaeger.obs:4318", "enabled": False}}
+    traced = ctx(telemetry=Telemetry(endpoint="http://jaeger.obs:4318"))
+    for a, context in ((agent("a1", schedules=[DAILY]), ctx()),
+                       (agent("a1", schedules=[DAILY], **off), traced)):  # fmt: skip
+        assert not [n for n in _run_env(a, context) if n.startswith("OTEL_")]

@@ -310,6 +310,7 @@ def desired_agent_objects(agent: Agent, ctx: AgentContext) -> list[Obj]:
         pull_policy=ctx.images.pull_policy,
         url=agent_endpoint(agent.namespace, agent.name),
         secured=secured,
+        otel=telemetry_env(agent, agent.spec.telemetry, ctx.telemetry),
     )
     if secured:
         policy = security.network_policy(

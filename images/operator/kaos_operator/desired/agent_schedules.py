@@ -18,6 +18,10 @@ exposed, its NetworkPolicy admits its schedules' pods (``admit_schedule_pods``).
 pods carry labels of their own (``agent-schedule``), so the Agent's Service, Deployment
 and disruption budget never select them.
 
+Tracing: when the Agent's pods are traced, so are its runs: the pod gets the same ``OTEL_*``
+variables under the CronJob's name as ``service.name``, and the run's client span is the
+parent of the agent's own spans, so a scheduled run is one trace from its start.
+
 Status: ``status.schedules`` per schedule, read from the CronJob's status and from its
 latest Job (named by the CronJob controller after the scheduled minute).
 """
@@ -25,7 +29,7 @@ latest Job (named by the CronJob controller after the scheduled minute).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from kaos_core.auth import names as auth
@@ -41,6 +45,7 @@ from kaos_operator.desired.common import (
 )
 from kaos_operator.desired.overrides import with_placement
 from kaos_operator.desired.security import TOKENS_VOLUME, admit, agent_service_account
+from kaos_operator.desired.telemetry import SERVICE_ENV
 
 # A CronJob's name may have 52 characters: its Jobs add "-<minutes since the epoch>".
 CRONJOB_NAME_MAX = 52
@@ -136,16 +141,22 @@ def cronjob(
     pull_policy: str,
     url: str,
     secured: bool,
+    otel: Mapping[str, str] | None = None,
 ) -> Obj:
     """The CronJob of one schedule: one pod per run, never retried (the run's outcome is
-    the Job's), its identity the Agent's own when ``secured``."""
+    the Job's), its identity the Agent's own when ``secured``; traced as the Agent is when
+    ``otel`` (the Agent's ``OTEL_*`` variables) is not empty."""
+    name = cronjob_name(agent.name, schedule.name)
+    env = {"PYTHONUNBUFFERED": "1"}
+    if otel:
+        env |= {**otel, SERVICE_ENV: name}
     main: Obj = {
         "name": "invoke",
         "image": image,
         "imagePullPolicy": pull_policy,
         "command": INVOKE_COMMAND,
         "args": invoke_args(agent, schedule, url, secured),
-        "env": env_list({"PYTHONUNBUFFERED": "1"}),
+        "env": env_list(env),
         "resources": RESOURCES,
         "securityContext": restricted_security_context(),
     }
@@ -186,17 +197,23 @@ def cronjob(
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": metadata(agent, cronjob_name(agent.name, schedule.name)),
+        "metadata": metadata(agent, name),
         "spec": spec,
     }
 
 
 def schedule_objects(
-    agent: Agent, *, image: str, pull_policy: str, url: str, secured: bool
+    agent: Agent,
+    *,
+    image: str,
+    pull_policy: str,
+    url: str,
+    secured: bool,
+    otel: Mapping[str, str] | None = None,
 ) -> list[Obj]:
     """One CronJob per schedule (none: every CronJob the Agent owns is pruned)."""
     return [
-        cronjob(agent, s, image=image, pull_policy=pull_policy, url=url, secured=secured)
+        cronjob(agent, s, image=image, pull_policy=pull_policy, url=url, secured=secured, otel=otel)
         for s in agent.spec.schedules
     ]
 
