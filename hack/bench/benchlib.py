@@ -149,3 +149,73 @@ def before_path(ref: str) -> str:
         subprocess.run(["tar", "-x", "-C", str(partial)], input=archive, check=True)
         partial.rename(tree)
     return os.pathsep.join(str(tree / part) for part in ("images/memory", "core"))
+
+
+# The test cluster's processes on this machine (hack/test-cluster), by program name.
+CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "etcd", "kube-scheduler", "kwok")
+
+
+def processes_named(names: tuple[str, ...]) -> dict[int, str]:
+    """pid -> program name of this machine's processes whose program is one of ``names``."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            program = (entry / "cmdline").read_bytes().split(b"\0", 1)[0].decode()
+        except OSError:
+            continue  # ended while listed
+        name = os.path.basename(program)
+        if name in names:
+            found[int(entry.name)] = name
+    return found
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User and system CPU seconds ``pid`` has used (None once it has ended)."""
+    try:
+        # After the command's closing parenthesis: utime and stime are fields 14 and 15.
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuShare:
+    """What each watched process used of the CPU between ``start`` and ``stop``: CPU
+    seconds and cores (seconds over the window), to say where a bring-up's time went."""
+
+    def __init__(self, processes: dict[int, str]) -> None:
+        self._names = processes
+        self._start: dict[int, float] = {}
+        self._started = 0.0
+        self.used: dict[str, float] = {}
+        self.window = 0.0
+
+    def start(self) -> None:
+        self._started = time.monotonic()
+        self._start = {pid: used for pid in self._names if (used := cpu_seconds(pid)) is not None}
+
+    def stop(self) -> None:
+        self.window = time.monotonic() - self._started
+        self.used = {}
+        for pid, before in self._start.items():
+            after = cpu_seconds(pid)
+            if after is not None:
+                name = self._names[pid]
+                self.used[name] = self.used.get(name, 0.0) + after - before
+
+    def line(self) -> str:
+        """``name seconds (cores)``, most first, and the machine's cores for scale."""
+        if not self.used:
+            return "CPU: nothing measured"
+        parts = [
+            f"{name} {used:.1f}s ({used / self.window:.2f})"
+            for name, used in sorted(self.used.items(), key=lambda item: -item[1])
+        ]
+        total = sum(self.used.values())
+        return (
+            f"CPU over {self.window:.1f}s, seconds (cores): "
+            + ", ".join(parts)
+            + f"; all {total:.1f}s ({total / self.window:.2f} of {os.cpu_count()} cores)"
+        )

@@ -14,6 +14,9 @@ afterwards, waiting until it is gone before the next size. Figures per size:
   that bring-up, and in steady state: over a quiet window (``--quiet``) after Ready in
   which nothing changes;
 - the operator's resident memory (VmRSS and its peak VmHWM, from /proc) at rest;
+- the CPU each process used from the first create until Ready: the test cluster's
+  control plane (when it runs on this machine), the operator and the bench, in seconds
+  and cores (where the bring-up's time went on a machine they share);
 - the floor (``operator_floor``): the objects the operator made, created again in a fresh
   namespace with no operator, and the seconds until every Deployment is available: the
   cluster's own share of the bring-up (``--no-floor`` skips it);
@@ -41,6 +44,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from benchlib import CONTROL_PLANE, CpuShare, processes_named  # noqa: E402
 from kaos_core import agent_env as names  # noqa: E402
 from kaos_operator.kube import (  # noqa: E402
     DEPLOYMENTS,
@@ -130,6 +134,8 @@ class Result:
     quiet_s: float = 0.0
     rss_kib: dict[str, int] = field(default_factory=dict)
     changes_s: list[float] = field(default_factory=list)
+    # Each process's CPU from the first create until every Agent was Ready.
+    cpu: str = ""
     reconciles: int = 0
     errors: int = 0
     # What the operator made, for the floor (the same objects with no operator).
@@ -253,6 +259,10 @@ async def run_size(
         # The test cluster has no volume provisioner: one static volume per store's claim.
         await asyncio.gather(*(volume_for(kube, ns, f"mem-{i}-data") for i in range(stores)))
         before = scrape(proc.url)
+        cpu = CpuShare(
+            {**processes_named(CONTROL_PLANE), proc.proc.pid: "operator", os.getpid(): "bench"}
+        )
+        cpu.start()
         started = time.monotonic()
         progress = (
             asyncio.create_task(seen.timeline(started, args.timeline, proc.url))
@@ -281,6 +291,8 @@ async def run_size(
             lambda: seen.objects() >= expected, started, args.timeout
         )
         result.ready_s = await wait_for(lambda: seen.ready() >= agents, started, args.timeout)
+        cpu.stop()
+        result.cpu = cpu.line()
         at_ready = scrape(proc.url)
         if progress is not None:
             progress.cancel()
@@ -331,6 +343,7 @@ def report(r: Result) -> list[str]:
         f"operator memory: RSS {r.rss_kib.get('VmRSS', 0) / 1024:.0f} MB,"
         f" peak {r.rss_kib.get('VmHWM', 0) / 1024:.0f} MB",
         f"reconciles: {r.reconciles}, errors: {r.errors}",
+        f"bring-up {r.cpu}",
     ]
     if r.floor is not None:
         lines.append(
