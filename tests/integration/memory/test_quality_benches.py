@@ -50,7 +50,7 @@ def test_knowledge_updates_prints_both_systems_with_shares(tmp_path: Path) -> No
     title, head, rule, kaos, mem0, legend = lines[-6:]
     assert re.fullmatch(
         r"Knowledge updates: 6 questions \(hand-written 4, locomo 2\), top_k \d+,"
-        r" embedder devmodel",
+        r" embedder devmodel, summarisation model devmodel",
         title,
     )
     assert head.split() == [
