@@ -27,7 +27,12 @@ from pathlib import Path
 
 from tests.support.cluster.binaries import REPO_ROOT
 from tests.support.cluster.errors import StepFailed
-from tests.support.cluster.samples import IMAGES_SCRIPT, STEP_TIMEOUT, image_archives
+from tests.support.cluster.samples import (
+    IMAGES_SCRIPT,
+    STEP_TIMEOUT,
+    image_archives,
+    short_name,
+)
 from tests.support.cluster.steps import run_step
 
 # What the KAOS images are built from (hack/images key_of) and the chart.
@@ -116,8 +121,7 @@ def build_images(
     listed = {
         name: pair
         for pair in image_archives(step_env)
-        if (name := pair[0].rsplit(":", 1)[0].rsplit("/", 1)[-1].removeprefix("kaos-"))
-        in KAOS_IMAGES
+        if (name := short_name(pair[0])) in KAOS_IMAGES
     }
     _remove_other_versions(next(iter(listed.values()))[1].parent, previous.tag)
     run_step("hack/images (previous version)", step_env, logs / "hack-images-previous.log",
