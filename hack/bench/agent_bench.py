@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import shutil
 import sys
 import tempfile
@@ -49,7 +48,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import devmodel, memory_service, metrics, percentile  # noqa: E402
+from benchlib import cpu_seconds, devmodel, memory_service, metrics, percentile  # noqa: E402
 from kaos_agent.mcp_runtime.settings import McpSettings  # noqa: E402
 
 from tests.fixtures.agent import agent_env  # noqa: E402
@@ -73,12 +72,6 @@ AGENTS = {
 HISTORY_SIZES = (0, 150, 300, 600)
 CLIENTS = 8
 Body = dict[str, Any]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of ``pid`` (all its threads) so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mib(pid: int) -> float:

@@ -171,14 +171,18 @@ def processes_named(names: tuple[str, ...]) -> dict[int, str]:
     return found
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User and system CPU seconds ``pid`` has used (None once it has ended)."""
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of ``pid`` (all its threads) so far; OSError once it ended."""
+    # After the command's closing parenthesis: utime and stime are fields 14 and 15.
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds_if_running(pid: int) -> float | None:
     try:
-        # After the command's closing parenthesis: utime and stime are fields 14 and 15.
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return cpu_seconds(pid)
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuShare:
@@ -194,13 +198,17 @@ class CpuShare:
 
     def start(self) -> None:
         self._started = time.monotonic()
-        self._start = {pid: used for pid in self._names if (used := cpu_seconds(pid)) is not None}
+        self._start = {}
+        for pid in self._names:
+            used = _cpu_seconds_if_running(pid)
+            if used is not None:
+                self._start[pid] = used
 
     def stop(self) -> None:
         self.window = time.monotonic() - self._started
         self.used = {}
         for pid, before in self._start.items():
-            after = cpu_seconds(pid)
+            after = _cpu_seconds_if_running(pid)
             if after is not None:
                 name = self._names[pid]
                 self.used[name] = self.used.get(name, 0.0) + after - before
