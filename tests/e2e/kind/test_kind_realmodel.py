@@ -178,6 +178,8 @@ def _kaos_objects() -> list[dict[str, Any]]:
                 "model": MODEL,
                 "source": SOURCE,
                 "insecureRegistry": True,
+                # SmolLM2's whole context, so the memory service's prompts are not cut.
+                "contextLength": 8192,
                 "storage": {"size": "1Gi"},
             },
         },
@@ -374,6 +376,10 @@ def test_hosted_model_pulled_in_cluster_answers_through_litellm(real_model: Real
         if "persistentVolumeClaim" in v
     ]
     assert claims, spec["volumes"]
+    # Ollama took the spec's context length (its server reports its settings at start).
+    name = pods["items"][0]["metadata"]["name"]
+    logs = _in_ns(kind, kind.namespace, "logs", name, "-c", "ollama")
+    assert "OLLAMA_CONTEXT_LENGTH:8192" in logs.stdout, logs.stdout[-2000:]
 
     mark = token()
     payload = ask(kind, "real-chat", QUESTION, session=f"paris-{mark}", principal=f"ann-{mark}")

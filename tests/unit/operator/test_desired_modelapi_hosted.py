@@ -99,6 +99,24 @@ def test_a_source_registry_reaches_the_pod_only_through_its_environment() -> Non
     assert SOURCE not in OLLAMA_SCRIPT and "smollm2" not in OLLAMA_SCRIPT
 
 
+def test_the_context_length_reaches_ollama_and_only_from_the_spec() -> None:
+    assert "OLLAMA_CONTEXT_LENGTH" not in env_of(objects(hosted_api())["Deployment"])
+    dep = objects(hosted_api(contextLength=8192))["Deployment"]
+    assert env_of(dep)["OLLAMA_CONTEXT_LENGTH"] == "8192"
+    for wrong in (0, 511, 2_000_000, "8k"):
+        with pytest.raises(ValidationError):
+            hosted_api(contextLength=wrong)
+    # The operator's own: an override naming it is refused, not merged.
+    with pytest.raises(SpecRefused):
+        objects(
+            model_api(
+                mode="Hosted",
+                serverConfig={"model": "smollm2:135m", "contextLength": 8192},
+                container={"env": [{"name": "OLLAMA_CONTEXT_LENGTH", "value": "2048"}]},
+            )
+        )
+
+
 def test_ready_needs_the_scripts_mark_and_the_model() -> None:
     container = main_container(objects(hosted_api())["Deployment"])
     probe = container["readinessProbe"]

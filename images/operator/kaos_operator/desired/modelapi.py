@@ -46,9 +46,11 @@ LITELLM_CONFIG_DIR = "/etc/litellm"
 API_KEY_ENV = "MODEL_API_KEY"
 CONFIG_HASH_ANNOTATION = "kaos.tools/config-hash"
 # The key (set or not: spec.proxyConfig.apiKeySecretRef is where it comes from), Ollama's
-# address and model, and tracing are the operator's.
+# address, model and context (spec.serverConfig.contextLength), and tracing are the
+# operator's.
 RESERVED_ENV = reserved_prefixes(
-    TELEMETRY_PREFIX, names=frozenset({API_KEY_ENV, "OLLAMA_HOST", "OLLAMA_MODEL"})
+    TELEMETRY_PREFIX,
+    names=frozenset({API_KEY_ENV, "OLLAMA_HOST", "OLLAMA_MODEL", "OLLAMA_CONTEXT_LENGTH"}),
 )
 
 # Hosted mode: Ollama's home (its key) and model store live on the ModelAPI's claim, so a
@@ -282,6 +284,8 @@ def _hosted_objects(api: ModelAPI, ctx: ModelAPIContext) -> list[Obj]:
         "HOME": OLLAMA_HOME,
         "OLLAMA_MODELS": OLLAMA_MODELS,
     }
+    if server.context_length is not None:
+        env["OLLAMA_CONTEXT_LENGTH"] = str(server.context_length)
     main = container(
         "ollama",
         spec.image or ctx.images.ollama,
