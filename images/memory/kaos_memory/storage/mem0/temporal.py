@@ -316,7 +316,7 @@ def reinstate(store: Any, replaced: dict[str, str], deleted: set[str]) -> list[s
         back.append(old)
     if back:
         log.info("facts reinstated after their replacement was erased", extra={"facts": len(back)})
-    return []
+    return back
 
 
 def in_world_order(old: Candidate, by: Candidate) -> tuple[Candidate, Candidate]:
