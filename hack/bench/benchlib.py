@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import aiohttp
+from kaos_cli.tools import cache_dir
 
 from tests.support.postgres import admin_dsn_from_env, server_error
 from tests.support.procs import ServiceProcess, console_script, free_port, start_service
@@ -136,7 +137,7 @@ def before_path(ref: str) -> str:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    tree = Path.home() / ".cache" / "kaos" / "bench-before" / sha
+    tree = cache_dir() / "bench-before" / sha
     if not tree.exists():
         partial = tree.with_suffix(".partial")
         shutil.rmtree(partial, ignore_errors=True)

@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kaos_cli.tools import cache_dir
+
 from tests.support.cluster import BUILD_SCRIPT, TrackedProcess, build_env, localpath, netpol
 from tests.support.cluster.host import (
     BASELINE,
@@ -564,8 +566,7 @@ disabled_plugins = [
     def _image_archive(
         self, name: str, ref: str, files: dict[str, Entry], entrypoint: list[str]
     ) -> Path:
-        cache = Path(os.environ.get("KAOS_CACHE_DIR") or Path.home() / ".cache" / "kaos")
-        out = cache / "node-images" / f"{name}.tar"
+        out = cache_dir() / "node-images" / f"{name}.tar"
         build_archive(out, ref, files, entrypoint=entrypoint)
         return out
 

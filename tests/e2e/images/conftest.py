@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kaos_cli.tools import cache_dir
 
 from tests.e2e.images.harness import HACK_IMAGES, Buildah, Built, Containers
 
@@ -25,7 +26,7 @@ def built() -> Built:
         [str(HACK_IMAGES), "--list"], capture_output=True, text=True, check=True
     ).stdout
     archives = {ref: Path(path) for ref, path in (line.split() for line in listing.splitlines())}
-    cache = Path(os.environ.get("KAOS_CACHE_DIR", Path.home() / ".cache" / "kaos"))
+    cache = cache_dir()
     runroot = Path(os.environ.get("KAOS_IMAGES_RUNROOT", "/run/kaos-images"))
     return Built(Buildah(cache / "images" / "storage", runroot), archives)
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kaos_cli.tools import cache_dir
 from kaos_core.memory.client import MemoryServiceClient
 
 from tests.e2e.kind.helpers import (
@@ -141,8 +142,7 @@ def previous(kind: KindDeployment, tmp_path_factory: pytest.TempPathFactory) -> 
         commit = previous_commit()
     except NoHistory as exc:
         pytest.skip(f"no previous version to upgrade from: {exc}")
-    cache = Path(os.environ.get("KAOS_CACHE_DIR") or Path.home() / ".cache" / "kaos")
-    version = PreviousVersion(commit, export_tree(commit, cache / "upgrade-from"))
+    version = PreviousVersion(commit, export_tree(commit, cache_dir() / "upgrade-from"))
     logs = tmp_path_factory.mktemp("previous")
     for _ref, archive in build_images(version, os.environ, logs, lambda line: None).values():
         subprocess.run(kind.ctr("images", "import", "--platform", "linux/amd64", str(archive)),

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from kaos_cli.tools import cache_dir
+
 from tests.support.cluster import netpol
 from tests.support.cluster.binaries import BUILD_SCRIPT, REPO_ROOT, Binaries, build_binaries
 from tests.support.cluster.errors import ClusterError, StepFailed
@@ -28,8 +30,7 @@ Say = Callable[[str], None]
 
 
 def default_state_dir() -> Path:
-    cache = os.environ.get("KAOS_CACHE_DIR") or str(Path.home() / ".cache" / "kaos")
-    return Path(cache) / "test-cluster"
+    return cache_dir() / "test-cluster"
 
 
 def up(

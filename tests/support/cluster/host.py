@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from kaos_cli.tools import cache_dir
 
 # What the kubelet (setupKernelTunables) and the CNI bridge change on the host, and the
 # kubelet's keyring limits: written back on stop.
@@ -38,8 +39,7 @@ BASELINE = "host-baseline.json"
 def registry_dir() -> Path:
     """Each running node leaves its state here (<ident>.json with the pid of its owner), so
     a node whose owner was killed (a test run stopped by a timeout) is torn down by the next."""
-    cache = os.environ.get("KAOS_CACHE_DIR") or str(Path.home() / ".cache" / "kaos")
-    return Path(cache) / "real-nodes"
+    return cache_dir() / "real-nodes"
 
 
 def read_sysctl(name: str) -> str:
@@ -113,8 +113,8 @@ def _foreign_mount_prefixes() -> tuple[str, ...]:
     """What other work on this shared machine mounts on its own while a node runs (part of
     nothing a node does): the image builder's storage and run directories (hack/images),
     in this cache and in the default one."""
-    caches = {os.environ.get("KAOS_CACHE_DIR") or "", str(Path.home() / ".cache" / "kaos")}
-    return (*(f"{c}/images/" for c in sorted(caches) if c), "/run/kaos-images",
+    caches = {str(cache_dir()), str(cache_dir({}))}
+    return (*(f"{c}/images/" for c in sorted(caches)), "/run/kaos-images",
             "/var/lib/containers/")  # fmt: skip
 
 
