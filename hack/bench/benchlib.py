@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import aiohttp
-from kaos_cli.tools import cache_dir
 
+from tests.support.cluster.host import cache_dir
 from tests.support.postgres import admin_dsn_from_env, server_error
 from tests.support.procs import ServiceProcess, console_script, free_port, start_service
 

@@ -50,11 +50,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kaos_cli.tools import cache_dir
-
 from tests.support.cluster import BUILD_SCRIPT, TrackedProcess, build_env, localpath, netpol
 from tests.support.cluster.host import (
     BASELINE,
+    cache_dir,
     cgroup_mounts,
     host_snapshot,
     mount_points,

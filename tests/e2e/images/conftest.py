@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kaos_cli.tools import cache_dir
 
 from tests.e2e.images.harness import HACK_IMAGES, Buildah, Built, Containers
+from tests.support.cluster.host import cache_dir
 
 
 @pytest.fixture(scope="package")

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kaos_cli.tools import cache_dir
 from kaos_core.memory.client import MemoryServiceClient
 
 from tests.e2e.kind.helpers import (
@@ -44,6 +43,7 @@ from tests.e2e.kind.helpers import (
 )
 from tests.fixtures.helm import locate_helm
 from tests.support.cluster import wait_until
+from tests.support.cluster.host import cache_dir
 from tests.support.cluster.previous import (
     KAOS_IMAGES,
     NoHistory,

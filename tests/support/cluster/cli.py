@@ -18,12 +18,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from kaos_cli.tools import cache_dir
-
 from tests.support.cluster import netpol
 from tests.support.cluster.binaries import BUILD_SCRIPT, REPO_ROOT, Binaries, build_binaries
 from tests.support.cluster.errors import ClusterError, StepFailed
 from tests.support.cluster.handle import Cluster
+from tests.support.cluster.host import cache_dir
 from tests.support.cluster.local import LocalCluster
 
 Say = Callable[[str], None]

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from kaos_cli.tools import cache_dir
 
 # What the kubelet (setupKernelTunables) and the CNI bridge change on the host, and the
 # kubelet's keyring limits: written back on stop.
@@ -34,6 +33,14 @@ HARD_CODED_PATHS = (Path("/run/containerd"), Path("/var/log/containers"))
 
 # The host as the first node found it (registry_dir()), restored when the last one goes.
 BASELINE = "host-baseline.json"
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The cache the hack scripts build into: ``$KAOS_CACHE_DIR``, else ``~/.cache/kaos``
+    (``kaos_cli.tools.cache_dir`` reads it the same way; this package needs only the
+    standard library)."""
+    configured = (os.environ if environ is None else environ).get("KAOS_CACHE_DIR")
+    return Path(configured) if configured else Path.home() / ".cache" / "kaos"
 
 
 def registry_dir() -> Path:
