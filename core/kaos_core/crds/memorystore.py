@@ -183,6 +183,15 @@ class MediumTermTier(CRDModel):
         max_length=PROMPT_MAX,
         description="System prompt of the digest (summarisation) call; defaults to KAOS's.",
     )
+    digest_max_tokens: int | None = Field(
+        default=None,
+        ge=16,
+        le=1_000_000,
+        description="Longest digest answer asked of the model and kept, in tokens; a longer"
+        " one is unusable and the previous version stays. Defaults to twice the window's"
+        " token budget, at least 1024. A small model that rambles runs to this bound on"
+        " every digest while its other calls queue behind it: 1024 suits one.",
+    )
 
 
 class LongTermTier(CRDModel):

@@ -83,7 +83,7 @@ def test_env_projects_the_spec() -> None:
                 "maxEvents": 500,
                 "idleFlushSeconds": 0,
             },
-            "mediumTerm": {"digestRetention": 7},
+            "mediumTerm": {"digestRetention": 7, "digestMaxTokens": 1024},
             "longTerm": {"recallTopK": 3},
         },
     )
@@ -107,6 +107,7 @@ def test_env_projects_the_spec() -> None:
         "KAOS_MEMORY_IDLE_FLUSH_SECONDS": "0",
         "KAOS_MEMORY_DIGEST_RETENTION": "7",
         "KAOS_MEMORY_RECALL_TOP_K": "3",
+        "KAOS_MEMORY_DIGEST_MAX_TOKENS": "1024",
         "KAOS_MEMORY_INJECT_SOURCES": "user,saved",
         "KAOS_MEMORY_MAX_READ_SCOPE": "user",
         "KAOS_MEMORY_DEFAULT_FAILURE_MODE": "strict",

@@ -137,6 +137,7 @@ def memory_store_env(store: MemoryStore, ctx: MemoryStoreContext) -> dict[str, s
         "KAOS_MEMORY_EXTRACTION_SYSTEM_PROMPT": long_term.extraction_system_prompt,
         "KAOS_MEMORY_EXTRACTION_CONCURRENCY": long_term.extraction_concurrency,
         "KAOS_MEMORY_DIGEST_PROMPT": spec.tiers.medium_term.digest_prompt,
+        "KAOS_MEMORY_DIGEST_MAX_TOKENS": spec.tiers.medium_term.digest_max_tokens,
         "KAOS_MEMORY_MAX_CONCURRENT_REQUESTS": spec.max_concurrent_requests,
         **retention_env(spec.retention, spec.quotas),
     }
