@@ -221,6 +221,9 @@ def smollm2() -> Iterator[str]:
         # cores: one extraction at a time, each given minutes (queued calls count).
         os.environ["KAOS_MEMORY_EXTRACTION_CONCURRENCY"] = "1"
         os.environ["KAOS_MEMORY_MODEL_TIMEOUT"] = "300"
+        # A digest that rambles stops at 1,024 tokens, not at twice the window's budget
+        # (8,192 here): one such answer would hold the only runner for minutes.
+        os.environ["KAOS_MEMORY_DIGEST_MAX_TOKENS"] = "1024"
         yield f"{server.url}/v1"
 
 
