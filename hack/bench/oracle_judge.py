@@ -8,7 +8,7 @@ development model's judgement is a fixed script and SmolLM2-135M's is weak, so n
 says what the machinery gives a capable model. This judge answers the supersession prompt
 from the bench's own cases: a new fact holding a case's new value retires an existing
 fact shown beside it that holds the old value and not the new. Every other request goes
-to the development model unchanged. What it cannot fix is what the machinery loses: an
+to the chat model unchanged. What it cannot fix is what the machinery loses: an
 old fact that is not among the new one's nearest is never shown to any judge.
 
 It serves on a loopback port from a thread of the bench's process.
@@ -22,7 +22,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 import aiohttp
 from aiohttp import web
@@ -70,7 +70,7 @@ def _completion(content: str, model: str) -> dict[str, object]:
 def _app(upstream: str, changes: Sequence[tuple[str, str]]) -> web.Application:
     session: web.AppKey[aiohttp.ClientSession] = web.AppKey("session", aiohttp.ClientSession)
 
-    async def client(app: web.Application) -> object:
+    async def client(app: web.Application) -> AsyncIterator[None]:
         app[session] = aiohttp.ClientSession()
         yield
         await app[session].close()
