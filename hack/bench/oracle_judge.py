@@ -11,24 +11,22 @@ fact shown beside it that holds the old value and not the new. Every other reque
 to the chat model unchanged. What it cannot fix is what the machinery loses: an
 old fact that is not among the new one's nearest is never shown to any judge.
 
-It serves on a loopback port from a thread of the bench's process.
+It is the real-model stack's recording pass-through (``tests.support.passthrough``) with
+the decision answered in it, on a loopback port in a thread of the bench's process.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import re
-import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-import aiohttp
-from aiohttp import web
 from kaos_devmodel.supersede import SUPERSEDE_MARKER, shown
 
-from tests.support.procs import free_port
+from tests.support.passthrough import recording
 
 
 def word(value: str) -> re.Pattern[str]:
@@ -50,7 +48,7 @@ def answer(prompt: str, changes: Sequence[tuple[str, str]]) -> str:
     return json.dumps({"retire": retire})
 
 
-def _completion(content: str, model: str) -> dict[str, object]:
+def _completion(content: str, model: str) -> dict[str, Any]:
     return {
         "id": "chatcmpl-oracle",
         "object": "chat.completion",
@@ -67,60 +65,18 @@ def _completion(content: str, model: str) -> dict[str, object]:
     }
 
 
-def _app(upstream: str, changes: Sequence[tuple[str, str]]) -> web.Application:
-    session: web.AppKey[aiohttp.ClientSession] = web.AppKey("session", aiohttp.ClientSession)
-
-    async def client(app: web.Application) -> AsyncIterator[None]:
-        app[session] = aiohttp.ClientSession()
-        yield
-        await app[session].close()
-
-    async def chat(request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        doc = json.loads(body)
-        messages = doc.get("messages") or []
-        first = messages[0].get("content") if messages else None
-        if isinstance(first, str) and first.startswith(SUPERSEDE_MARKER):
-            content = answer(str(messages[-1].get("content") or ""), changes)
-            return web.json_response(_completion(content, str(doc.get("model") or "oracle")))
-        headers = {"Content-Type": "application/json"}
-        async with request.app[session].post(
-            f"{upstream}/chat/completions", data=body, headers=headers
-        ) as resp:
-            return web.Response(
-                body=await resp.read(), status=resp.status, content_type=resp.content_type
-            )
-
-    app = web.Application()
-    app.cleanup_ctx.append(client)
-    app.router.add_post("/v1/chat/completions", chat)
-    return app
-
-
 @contextlib.contextmanager
 def oracle(upstream: str, changes: Sequence[tuple[str, str]]) -> Iterator[str]:
     """The judge's ``/v1`` base URL, in front of the chat model at ``upstream`` (a ``/v1``
     base URL), for as long as the block runs."""
-    loop = asyncio.new_event_loop()
-    port = free_port()
-    runner = web.AppRunner(_app(upstream, changes))
-    started = threading.Event()
 
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-        started.set()
-        loop.run_forever()
+    def decide(doc: dict[str, Any]) -> dict[str, Any] | None:
+        messages = doc.get("messages") or []
+        first = messages[0].get("content") if messages else None
+        if not (isinstance(first, str) and first.startswith(SUPERSEDE_MARKER)):
+            return None
+        content = answer(str(messages[-1].get("content") or ""), changes)
+        return _completion(content, str(doc.get("model") or "oracle"))
 
-    thread = threading.Thread(target=serve, name="oracle-judge", daemon=True)
-    thread.start()
-    if not started.wait(timeout=30):
-        raise RuntimeError("the oracle judge did not start")
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+    with recording(upstream.removesuffix("/v1"), answer=decide) as judge:
+        yield f"{judge.url}/v1"
